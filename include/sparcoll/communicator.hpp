@@ -1,0 +1,89 @@
+// The C++ API: a communicator over a group of ranks and its collectives.
+//
+// All ranks must issue the same collectives in the same order (as with MPI and NCCL).
+// A communicator is used from one thread at a time; its progress runs on its own threads.
+// Errors throw sparcoll::Error (status.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sparcoll/options.hpp"
+#include "sparcoll/status.hpp"
+#include "sparcoll/types.hpp"
+
+namespace sparcoll {
+
+namespace detail {
+class CommunicatorImpl;
+struct OpState;
+}  // namespace detail
+
+// Counters of one operation, for benchmarks and tests.
+struct OpStats {
+  std::uint64_t bytes_sent = 0;      // payload + headers this rank's worker sent
+  std::uint64_t bytes_received = 0;  // payload + headers this rank's worker received
+  std::uint64_t blocks_sent = 0;     // non-zero blocks this rank sent
+  std::uint64_t blocks_received = 0; // result blocks received (globally non-zero blocks)
+};
+
+// A handle to a non-blocking collective. Move-only. Destroying an unfinished request waits for it.
+class Request {
+ public:
+  Request() = default;
+  Request(Request&&) noexcept;
+  Request& operator=(Request&&) noexcept;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  ~Request();
+
+  // Blocks until the operation is done; throws sparcoll::Error if it failed.
+  void wait();
+  // True when done (throws if it failed); never blocks.
+  bool test();
+  bool valid() const noexcept { return op_ != nullptr; }
+  // Valid after completion.
+  OpStats stats() const;
+
+ private:
+  friend class detail::CommunicatorImpl;
+  Request(std::shared_ptr<detail::CommunicatorImpl> comm, detail::OpState* op) : comm_(std::move(comm)), op_(op) {}
+  std::shared_ptr<detail::CommunicatorImpl> comm_;
+  detail::OpState* op_ = nullptr;
+};
+
+class Communicator {
+ public:
+  // Joins the group described by `options` (rendezvous, connections). Blocks until every rank
+  // (and every dedicated aggregator) has joined, or throws after options.connect_timeout_ms.
+  explicit Communicator(const Options& options);
+  static Communicator from_env() { return Communicator(Options::from_env()); }
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  ~Communicator();
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  const Options& options() const noexcept;
+  std::string transport_name() const;
+
+  // recv = reduce(send over all ranks). In place when send == recv. `count` elements of `dtype`.
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  // Non-blocking; buffers must stay valid until the request completes. Up to
+  // options.max_inflight operations run at once; more wait for a free slot inside the call.
+  Request iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+
+  // Every rank waits until every rank has called barrier().
+  void barrier();
+
+ private:
+  std::shared_ptr<detail::CommunicatorImpl> impl_;
+};
+
+// Runs a dedicated aggregator process until every worker has said goodbye (used by
+// `sparcoll-aggregator`). Throws sparcoll::Error on failure.
+void run_aggregator(const Options& options);
+
+}  // namespace sparcoll

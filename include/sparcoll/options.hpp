@@ -1,0 +1,61 @@
+// Every knob of a communicator. Each field has a SPARCOLL_* environment variable; the table
+// with names, defaults and meanings is docs/config.md (generated from src/common/config.cpp).
+//
+// Precedence: defaults < environment < code. Typical use:
+//   auto opts = sparcoll::Options::from_env();   // defaults + SPARCOLL_* / launcher variables
+//   opts.block_elems = 512;                      // code overrides the environment
+//   sparcoll::Communicator comm(opts);
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparcoll/status.hpp"
+
+namespace sparcoll {
+
+enum class Role : std::uint8_t { worker = 0, aggregator = 1 };
+
+struct Options {
+  // --- identity and rendezvous --------------------------------------------------------------
+  int rank = -1;               // SPARCOLL_RANK (or RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID)
+  int world_size = -1;         // SPARCOLL_WORLD_SIZE (or WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS)
+  std::string store;           // SPARCOLL_STORE host:port (or MASTER_ADDR:MASTER_PORT+1)
+  std::string job_token;       // SPARCOLL_JOB_TOKEN, checked on every connection
+  Role role = Role::worker;    // SPARCOLL_ROLE: worker | aggregator
+  int aggregator_index = -1;   // SPARCOLL_AGGREGATOR_INDEX (dedicated aggregator processes)
+
+  // --- engine -------------------------------------------------------------------------------
+  std::string transport = "auto";  // SPARCOLL_TRANSPORT: auto | shm | tcp (| rdma | dpdk)
+  std::string algo = "block_sparse";  // SPARCOLL_ALGO
+  int aggregators = 0;             // SPARCOLL_AGGREGATORS: 0 = co-located, M = dedicated processes
+  std::uint32_t block_elems = 256; // SPARCOLL_BLOCK_ELEMS: elements per block
+  std::uint32_t lanes = 64;        // SPARCOLL_LANES: slots the tensor's blocks are striped over
+  std::uint32_t fusion = 8;        // SPARCOLL_FUSION: max blocks a worker fuses into one message
+  std::uint32_t threads = 1;       // SPARCOLL_THREADS: progress threads (shards) per process
+  std::vector<int> pin_cores;      // SPARCOLL_PIN_CORES: e.g. "2,3"; empty = no pinning
+  std::uint32_t max_inflight = 4;  // SPARCOLL_MAX_INFLIGHT: operations in flight per communicator
+  std::uint32_t max_message = 64 * 1024;  // SPARCOLL_MAX_MESSAGE: bytes per message, header included
+  std::string poll_mode = "auto";  // SPARCOLL_POLL_MODE: spin | yield | auto (yield when oversubscribed)
+
+  // --- deadlines ----------------------------------------------------------------------------
+  std::uint32_t deadline_ms = 60000;         // SPARCOLL_DEADLINE_MS: per collective operation
+  std::uint32_t connect_timeout_ms = 30000;  // SPARCOLL_CONNECT_TIMEOUT_MS: rendezvous + connections
+
+  // --- transports ---------------------------------------------------------------------------
+  std::string tcp_addr;                      // SPARCOLL_TCP_ADDR: address to listen on / advertise
+  std::uint32_t shm_ring_bytes = 1u << 20;   // SPARCOLL_SHM_RING_BYTES: per (sender, receiver, thread)
+
+  // --- diagnostics --------------------------------------------------------------------------
+  std::string log_level = "warn";  // SPARCOLL_LOG_LEVEL: error | warn | info | debug
+
+  // Defaults, then SPARCOLL_* and launcher variables. Throws sparcoll::Error (invalid_argument)
+  // on a malformed value; warns about unknown SPARCOLL_* variables.
+  static Options from_env();
+
+  // Checks ranges and combinations; the message names the option and the variable.
+  Status validate() const;
+};
+
+}  // namespace sparcoll

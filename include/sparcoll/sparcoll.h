@@ -1,0 +1,59 @@
+/* sparcoll C API: usable from C, C++ and FFI. No exception crosses it: every call returns a
+ * sparcoll_status_t (0 = success); sparcoll_last_error() gives the message of the calling
+ * thread's last failure. */
+#ifndef SPARCOLL_SPARCOLL_H
+#define SPARCOLL_SPARCOLL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sparcoll_comm* sparcoll_comm_t;
+
+typedef enum {
+  SPARCOLL_SUCCESS = 0,
+  SPARCOLL_ERR_INVALID_ARGUMENT = 1,
+  SPARCOLL_ERR_MISMATCH = 2,
+  SPARCOLL_ERR_PEER_FAILURE = 3,
+  SPARCOLL_ERR_TIMEOUT = 4,
+  SPARCOLL_ERR_PROTOCOL = 5,
+  SPARCOLL_ERR_NO_RESOURCE = 6,
+  SPARCOLL_ERR_SYSTEM = 7,
+  SPARCOLL_ERR_UNSUPPORTED = 8,
+  SPARCOLL_ERR_INTERNAL = 9,
+  SPARCOLL_ERR_AUTH = 10,
+  SPARCOLL_ERR_BROKEN = 11
+} sparcoll_status_t;
+
+typedef enum {
+  SPARCOLL_FLOAT32 = 0,
+  SPARCOLL_FLOAT16 = 1,
+  SPARCOLL_BFLOAT16 = 2,
+  SPARCOLL_INT32 = 3
+} sparcoll_dtype_t;
+
+typedef enum { SPARCOLL_SUM = 0, SPARCOLL_AVG = 1, SPARCOLL_MIN = 2, SPARCOLL_MAX = 3 } sparcoll_op_t;
+
+/* Creates a communicator from SPARCOLL_* (or torchrun / Open MPI / Slurm) variables. */
+sparcoll_status_t sparcoll_comm_init_from_env(sparcoll_comm_t* comm);
+sparcoll_status_t sparcoll_comm_rank(sparcoll_comm_t comm, int* rank);
+sparcoll_status_t sparcoll_comm_size(sparcoll_comm_t comm, int* size);
+/* recvbuf = reduce(sendbuf over all ranks); in place when sendbuf == recvbuf. */
+sparcoll_status_t sparcoll_allreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                     sparcoll_dtype_t dtype, sparcoll_op_t op);
+sparcoll_status_t sparcoll_barrier(sparcoll_comm_t comm);
+/* Destroys the communicator; NULL is accepted. */
+sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm);
+
+/* A static string naming the status code. */
+const char* sparcoll_strerror(sparcoll_status_t status);
+/* The message of this thread's last failed call ("" if none); valid until the next call. */
+const char* sparcoll_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPARCOLL_SPARCOLL_H */

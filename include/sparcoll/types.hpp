@@ -1,0 +1,33 @@
+// Element types and reduction operators understood by every collective.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace sparcoll {
+
+// Values are part of the C ABI and of the wire format: append only.
+enum class DataType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, i32 = 3 };
+enum class ReduceOp : std::uint8_t { sum = 0, avg = 1, min = 2, max = 3 };
+
+constexpr std::size_t dtype_size(DataType t) noexcept {
+  switch (t) {
+    case DataType::f32: return 4;
+    case DataType::f16: return 2;
+    case DataType::bf16: return 2;
+    case DataType::i32: return 4;
+  }
+  return 0;
+}
+
+constexpr bool dtype_valid(std::uint8_t raw) noexcept { return raw <= 3; }
+constexpr bool reduce_op_valid(std::uint8_t raw) noexcept { return raw <= 3; }
+
+std::string_view dtype_name(DataType t) noexcept;
+std::string_view reduce_op_name(ReduceOp op) noexcept;
+std::optional<DataType> parse_dtype(std::string_view name) noexcept;     // "f32", "float32", ...
+std::optional<ReduceOp> parse_reduce_op(std::string_view name) noexcept;  // "sum", "avg", ...
+
+}  // namespace sparcoll

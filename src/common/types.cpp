@@ -1,0 +1,41 @@
+#include "sparcoll/types.hpp"
+
+namespace sparcoll {
+
+std::string_view dtype_name(DataType t) noexcept {
+  switch (t) {
+    case DataType::f32: return "f32";
+    case DataType::f16: return "f16";
+    case DataType::bf16: return "bf16";
+    case DataType::i32: return "i32";
+  }
+  return "?";
+}
+
+std::string_view reduce_op_name(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::min: return "min";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+std::optional<DataType> parse_dtype(std::string_view s) noexcept {
+  if (s == "f32" || s == "float32" || s == "float") return DataType::f32;
+  if (s == "f16" || s == "float16" || s == "half") return DataType::f16;
+  if (s == "bf16" || s == "bfloat16") return DataType::bf16;
+  if (s == "i32" || s == "int32" || s == "int") return DataType::i32;
+  return std::nullopt;
+}
+
+std::optional<ReduceOp> parse_reduce_op(std::string_view s) noexcept {
+  if (s == "sum") return ReduceOp::sum;
+  if (s == "avg" || s == "mean") return ReduceOp::avg;
+  if (s == "min") return ReduceOp::min;
+  if (s == "max") return ReduceOp::max;
+  return std::nullopt;
+}
+
+}  // namespace sparcoll

@@ -1,0 +1,93 @@
+// The transport interface every driver implements (drivers/<name>/).
+//
+// A driver gives reliable, per-peer ordered message delivery with back-pressure:
+//   * send() gathers an iovec into one message to one peer; it never blocks: no_resource means
+//     "nothing was queued, poll and retry" (the credit/ring is full);
+//   * poll() hands out received messages, which stay valid (zero-copy, inside the driver's
+//     receive buffers) until the next poll() on the same channel.
+// A driver is chosen once at communicator setup; the engine calls it per message, never per
+// block. Each progress thread owns one Channel; channel t of a process talks to channel t of
+// every peer. Channels are not thread-safe.
+//
+// The RDMA driver implements a message as an RDMA write-with-immediate into a credit-managed
+// ring at the receiver; packet drivers (DPDK) add their own header and loss recovery.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sparcoll/options.hpp"
+#include "sparcoll/status.hpp"
+
+namespace sparcoll::control {
+class Store;
+}
+
+namespace sparcoll::transport {
+
+struct ReceivedMessage {
+  std::uint32_t peer;        // sender's process index
+  const std::byte* data;     // 8-byte aligned
+  std::uint32_t size;
+};
+
+enum class SendResult : std::uint8_t { ok, no_resource, error };
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  // Largest message send() accepts, in bytes.
+  virtual std::uint32_t max_message() const = 0;
+  // Queues one message made of iov[0..iovcnt) for `peer`. On ok the iov memory may be reused
+  // at once. On error, error() names the peer and the cause.
+  virtual SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) = 0;
+  // Progresses sends and returns up to `max` received messages (0 if none), or -1 on error
+  // (a peer died or closed, a corrupt frame): error() says which peer and why.
+  virtual int poll(ReceivedMessage* out, int max) = 0;
+  // True when every queued send has left this process (teardown waits for it).
+  virtual bool flushed() = 0;
+  virtual const Status& error() const = 0;
+};
+
+// Who a process is; published through the store by every process at setup.
+struct ProcessInfo {
+  std::uint32_t index = 0;   // process index: workers 0..W-1, dedicated aggregators W..W+M-1
+  std::string name;          // "rank 2" or "aggregator 0" (for messages)
+  std::int64_t pid = 0;
+  std::string host;          // host identity (hostname + boot id) for locality checks
+  std::string address;       // IP address peers use to reach this process
+};
+
+struct DriverContext {
+  const Options* options = nullptr;
+  control::Store* store = nullptr;      // for exchanging addresses; keys must start with key_prefix
+  std::string key_prefix;               // e.g. "job/<epoch>/"
+  std::uint32_t self = 0;               // my process index
+  std::vector<ProcessInfo> processes;   // every process in the job, by index
+  std::vector<std::uint32_t> peers;     // the processes I exchange messages with (never self)
+  std::uint32_t channels = 1;           // progress threads per process (options->threads)
+  std::uint32_t max_message = 0;        // requested message size limit (options->max_message)
+  std::uint32_t deadline_ms = 30000;    // for connection setup
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual std::string_view name() const = 0;
+  virtual Channel& channel(std::uint32_t index) = 0;
+};
+
+// Creates driver `name` ("shm", "tcp", ...) and connects it to every peer in ctx.peers.
+// Returns after all connections are up, or with an error naming the peer that failed.
+Status create_driver(std::string_view name, const DriverContext& ctx, std::unique_ptr<Driver>* out);
+// Names of the drivers built into this library.
+std::vector<std::string> available_drivers();
+
+}  // namespace sparcoll::transport
