@@ -23,6 +23,7 @@ struct Options {
   int world_size = -1;         // SPARCOLL_WORLD_SIZE (or WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS)
   std::string store;           // SPARCOLL_STORE host:port (or MASTER_ADDR:MASTER_PORT+1)
   std::string job_token;       // SPARCOLL_JOB_TOKEN, checked on every connection
+  std::string store_server = "rank0";  // SPARCOLL_STORE_SERVER: rank0 (rank 0 hosts the store) | external
   Role role = Role::worker;    // SPARCOLL_ROLE: worker | aggregator
   int aggregator_index = -1;   // SPARCOLL_AGGREGATOR_INDEX (dedicated aggregator processes)
 
