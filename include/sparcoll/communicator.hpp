@@ -18,7 +18,7 @@ namespace sparcoll {
 
 namespace detail {
 class CommunicatorImpl;
-struct OpState;
+struct RequestState;
 }  // namespace detail
 
 // Counters of one operation, for benchmarks and tests.
@@ -43,15 +43,17 @@ class Request {
   void wait();
   // True when done (throws if it failed); never blocks.
   bool test();
-  bool valid() const noexcept { return op_ != nullptr; }
+  bool valid() const noexcept { return state_ != nullptr; }
   // Valid after completion.
   OpStats stats() const;
 
  private:
   friend class detail::CommunicatorImpl;
-  Request(std::shared_ptr<detail::CommunicatorImpl> comm, detail::OpState* op) : comm_(std::move(comm)), op_(op) {}
+  friend class Communicator;
+  Request(std::shared_ptr<detail::CommunicatorImpl> comm, std::shared_ptr<detail::RequestState> state)
+      : comm_(std::move(comm)), state_(std::move(state)) {}
   std::shared_ptr<detail::CommunicatorImpl> comm_;
-  detail::OpState* op_ = nullptr;
+  std::shared_ptr<detail::RequestState> state_;
 };
 
 class Communicator {

@@ -1,0 +1,194 @@
+#include "workload.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+namespace sparcoll::perf {
+
+namespace {
+
+// Independent of the library's converters on purpose (F16C hardware rounding, plain bit ops).
+float half_to_float(std::uint16_t h) { return _cvtsh_ss(h); }
+std::uint16_t float_to_half(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+float bf16_to_float(std::uint16_t b) {
+  std::uint32_t u = std::uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+std::uint64_t mix(std::uint64_t seed, std::uint64_t salt) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (salt + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The non-zero blocks of `rank` under the spec's pattern.
+std::vector<std::uint64_t> chosen_blocks(const WorkloadSpec& spec, int rank) {
+  const std::uint64_t nblocks = (spec.count + spec.block_elems - 1) / spec.block_elems;
+  double density = spec.density;
+  if (spec.pattern == Pattern::one_dense && rank == 0) density = 1.0;
+  std::vector<std::uint64_t> candidates;
+  if (spec.pattern == Pattern::disjoint) {
+    for (std::uint64_t b = static_cast<std::uint64_t>(rank); b < nblocks; b += static_cast<std::uint64_t>(spec.world_size))
+      candidates.push_back(b);
+  } else {
+    candidates.resize(nblocks);
+    std::iota(candidates.begin(), candidates.end(), std::uint64_t{0});
+  }
+  const auto want = static_cast<std::uint64_t>(std::llround(density * static_cast<double>(nblocks)));
+  const std::uint64_t k = std::min<std::uint64_t>(want, candidates.size());
+  const std::uint64_t salt = spec.pattern == Pattern::overlap ? 0xffff : static_cast<std::uint64_t>(rank);
+  std::mt19937_64 rng(mix(spec.seed, salt));
+  for (std::uint64_t i = 0; i < k; ++i) {  // partial Fisher-Yates
+    std::uniform_int_distribution<std::uint64_t> pick(i, candidates.size() - 1);
+    std::swap(candidates[i], candidates[pick(rng)]);
+  }
+  candidates.resize(k);
+  std::sort(candidates.begin(), candidates.end());
+  return candidates;
+}
+
+template <typename T>
+T* as(std::vector<std::byte>& v) {
+  return reinterpret_cast<T*>(v.data());
+}
+template <typename T>
+const T* as(const std::vector<std::byte>& v) {
+  return reinterpret_cast<const T*>(v.data());
+}
+
+}  // namespace
+
+bool parse_pattern(const std::string& name, Pattern* out) {
+  if (name == "random") *out = Pattern::random;
+  else if (name == "overlap") *out = Pattern::overlap;
+  else if (name == "disjoint") *out = Pattern::disjoint;
+  else if (name == "one_dense") *out = Pattern::one_dense;
+  else return false;
+  return true;
+}
+
+const char* pattern_name(Pattern p) {
+  switch (p) {
+    case Pattern::random: return "random";
+    case Pattern::overlap: return "overlap";
+    case Pattern::disjoint: return "disjoint";
+    case Pattern::one_dense: return "one_dense";
+  }
+  return "?";
+}
+
+void generate(const WorkloadSpec& spec, int rank, std::vector<std::byte>* out) {
+  const std::size_t esize = dtype_size(spec.dtype);
+  out->assign(spec.count * esize, std::byte{0});
+  std::mt19937_64 rng(mix(spec.seed ^ 0x5eed, static_cast<std::uint64_t>(rank) + 17));
+  // Values are small integers or halves: exactly representable in every dtype, so that sums
+  // stay meaningful in fp16/bf16 and every element of a chosen block is non-zero.
+  std::uniform_int_distribution<int> value(1, 64);
+  std::bernoulli_distribution negative(0.5);
+  for (std::uint64_t b : chosen_blocks(spec, rank)) {
+    const std::size_t first = b * spec.block_elems;
+    const std::size_t last = std::min<std::size_t>(spec.count, first + spec.block_elems);
+    for (std::size_t i = first; i < last; ++i) {
+      const int v = value(rng) * (negative(rng) ? -1 : 1);
+      switch (spec.dtype) {
+        case DataType::f32: as<float>(*out)[i] = static_cast<float>(v) * 0.5f; break;
+        case DataType::f16: as<std::uint16_t>(*out)[i] = float_to_half(static_cast<float>(v) * 0.5f); break;
+        case DataType::bf16: as<std::uint16_t>(*out)[i] = float_to_bf16(static_cast<float>(v) * 0.5f); break;
+        case DataType::i32: as<std::int32_t>(*out)[i] = v * 1000003; break;
+      }
+    }
+  }
+}
+
+void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* out) {
+  const std::size_t n = spec.count;
+  const bool is_int = spec.dtype == DataType::i32;
+  std::vector<float> accf(is_int ? 0 : n);
+  std::vector<std::uint32_t> acci(is_int ? n : 0);
+  std::vector<std::byte> data;
+  for (int r = 0; r < spec.world_size; ++r) {
+    generate(spec, r, &data);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (is_int) {
+        const std::int32_t x = as<std::int32_t>(data)[i];
+        std::uint32_t& a = acci[i];
+        const auto ai = static_cast<std::int32_t>(a);
+        if (r == 0) a = static_cast<std::uint32_t>(x);
+        else if (op == ReduceOp::sum || op == ReduceOp::avg) a += static_cast<std::uint32_t>(x);
+        else if (op == ReduceOp::min) a = static_cast<std::uint32_t>(std::min(ai, x));
+        else a = static_cast<std::uint32_t>(std::max(ai, x));
+        continue;
+      }
+      float x = 0;
+      switch (spec.dtype) {
+        case DataType::f32: x = as<float>(data)[i]; break;
+        case DataType::f16: x = half_to_float(as<std::uint16_t>(data)[i]); break;
+        case DataType::bf16: x = bf16_to_float(as<std::uint16_t>(data)[i]); break;
+        case DataType::i32: break;
+      }
+      float& a = accf[i];
+      if (r == 0) a = x;
+      else if (op == ReduceOp::sum || op == ReduceOp::avg) a += x;
+      else if (op == ReduceOp::min) a = std::min(a, x);
+      else a = std::max(a, x);
+    }
+  }
+  out->assign(n * dtype_size(spec.dtype), std::byte{0});
+  const auto w = static_cast<std::uint32_t>(spec.world_size);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (is_int) {
+      auto v = static_cast<std::int32_t>(acci[i]);
+      if (op == ReduceOp::avg) v = static_cast<std::int32_t>(v / static_cast<std::int32_t>(w));
+      as<std::int32_t>(*out)[i] = v;
+      continue;
+    }
+    float v = accf[i];
+    if (op == ReduceOp::avg) v = v / static_cast<float>(w);
+    switch (spec.dtype) {
+      case DataType::f32: as<float>(*out)[i] = v; break;
+      case DataType::f16: as<std::uint16_t>(*out)[i] = float_to_half(v); break;
+      case DataType::bf16: as<std::uint16_t>(*out)[i] = float_to_bf16(v); break;
+      case DataType::i32: break;
+    }
+  }
+}
+
+std::size_t count_wrong(const std::vector<std::byte>& got, const std::vector<std::byte>& want, DataType dtype,
+                        std::string* first) {
+  const std::size_t n = want.size() / dtype_size(dtype);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double g = 0, w = 0;
+    bool equal = false;
+    switch (dtype) {
+      case DataType::f32: g = as<float>(got)[i]; w = as<float>(want)[i]; break;
+      case DataType::f16: g = half_to_float(as<std::uint16_t>(got)[i]); w = half_to_float(as<std::uint16_t>(want)[i]); break;
+      case DataType::bf16: g = bf16_to_float(as<std::uint16_t>(got)[i]); w = bf16_to_float(as<std::uint16_t>(want)[i]); break;
+      case DataType::i32: g = as<std::int32_t>(got)[i]; w = as<std::int32_t>(want)[i]; break;
+    }
+    equal = (g == w) || (std::isnan(g) && std::isnan(w));
+    if (!equal) {
+      if (wrong == 0 && first != nullptr)
+        *first = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " + std::to_string(w);
+      ++wrong;
+    }
+  }
+  return wrong;
+}
+
+}  // namespace sparcoll::perf

@@ -1,0 +1,89 @@
+// The aggregator side of block-sparse streaming aggregation (docs/protocol.md).
+//
+// One Aggregator per progress thread, serving the lanes this process aggregates on that thread.
+// Per op and lane it runs rounds: it waits for a window from every worker whose advertised next
+// block is the round's cursor, stages their blocks, and when the round is complete reduces every
+// staged block below M = min(next over workers) in rank order (so every rank gets bitwise the same
+// result, whatever the arrival order) and sends the result with next = M to every worker.
+// Blocks zero on every worker are never sent by anyone.
+//
+// Ops map to 2 x max_inflight slots: a worker starts op X + max_inflight only after op X finished
+// for it, so op X's slot here may still be sending to slower workers; the doubling keeps the two
+// apart (docs/protocol.md, "slots").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/layout.hpp"
+#include "engine/op_state.hpp"
+#include "engine/outbox.hpp"
+#include "proto/wire.hpp"
+#include "sparcoll/options.hpp"
+
+namespace sparcoll::agg {
+
+struct AggregatorConfig {
+  engine::JobLayout layout;
+  std::uint32_t shard = 0;
+  std::uint32_t job_epoch = 0;
+  std::uint32_t max_inflight = 4;
+  std::uint32_t fusion = 8;       // window capacity (engine::window_capacity)
+  std::uint32_t block_elems = 256;
+  std::uint32_t max_message = 65536;
+  std::uint32_t deadline_ms = 60000;
+};
+
+class Aggregator {
+ public:
+  Aggregator(const AggregatorConfig& config, engine::Outbox& outbox);
+  ~Aggregator();
+  Aggregator(const Aggregator&) = delete;
+  Aggregator& operator=(const Aggregator&) = delete;
+
+  // A window or abort from a worker. A non-ok status is a protocol violation by the sender
+  // (the caller treats the connection as failed); mismatches between workers are not errors
+  // here: they fail the lane and every worker is told.
+  Status on_message(const proto::MessageView& m);
+  // Resends what the channel refused earlier. Non-ok only for a hard send error.
+  Status retry_sends();
+  // Fails lanes stalled past the deadline, naming the workers they wait for.
+  Status check_deadlines(engine::Clock::time_point now);
+  // A peer failed: fail every active lane, telling the workers still reachable.
+  void fail_all(const std::string& reason);
+  bool has_pending_sends() const noexcept { return !retry_.empty(); }
+  std::uint32_t lanes_served() const noexcept { return static_cast<std::uint32_t>(my_lanes_.size()); }
+
+ private:
+  struct Lane;
+  struct Slot;
+
+  Status on_window(Slot& slot, Lane& lane, const proto::MessageView& m);
+  Status stage(Slot& slot, Lane& lane, std::uint32_t w, const proto::MessageView& m);
+  Status try_emit(Slot& slot, Lane& lane);
+  void reduce_round(Slot& slot, Lane& lane, std::uint64_t limit);
+  void begin_failure(Lane& lane, ErrorCode code, std::string reason);
+  void build_error(Slot& slot, Lane& lane);
+  Status start_sending(Slot& slot, Lane& lane);
+  Status pump(Slot& slot, Lane& lane);
+  void finish_lane(Slot& slot, Lane& lane);
+  void init_slot(Slot& slot, std::uint32_t op_id);
+  Status violation(std::uint32_t sender, const proto::MessageView& m, const std::string& what) const;
+
+  AggregatorConfig cfg_;
+  engine::Outbox& outbox_;
+  std::uint32_t workers_;
+  std::vector<std::uint32_t> my_lanes_;   // global lane numbers served here
+  std::vector<std::int32_t> local_index_; // global lane -> index in my_lanes_, or -1
+  std::vector<Slot> slots_;
+  struct Pending {
+    Slot* slot;
+    Lane* lane;
+  };
+  std::vector<Pending> retry_;            // lanes whose sends hit back-pressure
+  std::vector<Pending> retrying_;         // the list being retried (capacity reused)
+  std::vector<float> acc_;                // one block of accumulator (fp32 / int32 bits)
+};
+
+}  // namespace sparcoll::agg

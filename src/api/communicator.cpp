@@ -1,0 +1,72 @@
+// The C++ API: thin wrappers that turn Status into sparcoll::Error.
+#include "sparcoll/communicator.hpp"
+
+#include "api/communicator_impl.hpp"
+
+namespace sparcoll {
+
+Request::Request(Request&&) noexcept = default;
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    if (state_) (void)detail::CommunicatorImpl::wait(*state_);
+    comm_ = std::move(other.comm_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Request::~Request() {
+  // The engine may still read the caller's buffers: never let them go while it runs.
+  if (state_) (void)detail::CommunicatorImpl::wait(*state_);
+}
+
+void Request::wait() {
+  if (!state_) throw Error(Status(ErrorCode::invalid_argument, "wait() on an empty request"));
+  throw_if_error(detail::CommunicatorImpl::wait(*state_));
+}
+
+bool Request::test() {
+  if (!state_) throw Error(Status(ErrorCode::invalid_argument, "test() on an empty request"));
+  if (state_->done.load(std::memory_order_acquire) == 0) return false;
+  throw_if_error(state_->status);
+  return true;
+}
+
+OpStats Request::stats() const { return state_ ? state_->stats : OpStats{}; }
+
+Communicator::Communicator(const Options& options) {
+  throw_if_error(detail::CommunicatorImpl::create(options, &impl_));
+}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator::~Communicator() = default;
+
+int Communicator::rank() const noexcept { return impl_->rank(); }
+int Communicator::size() const noexcept { return impl_->size(); }
+const Options& Communicator::options() const noexcept { return impl_->options(); }
+std::string Communicator::transport_name() const { return impl_->transport(); }
+
+Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iallreduce(send, recv, count, dtype, op, &state));
+  return Request(impl_, std::move(state));
+}
+
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+  iallreduce(send, recv, count, dtype, op).wait();
+}
+
+void Communicator::barrier() {
+  std::int32_t token = 0;
+  allreduce(&token, &token, 1, DataType::i32, ReduceOp::sum);
+}
+
+void run_aggregator(const Options& options) {
+  if (options.role != Role::aggregator)
+    throw Error(Status(ErrorCode::invalid_argument, "run_aggregator needs role=aggregator (SPARCOLL_ROLE=aggregator)"));
+  std::shared_ptr<detail::CommunicatorImpl> impl;
+  throw_if_error(detail::CommunicatorImpl::create(options, &impl));
+  throw_if_error(impl->serve());
+}
+
+}  // namespace sparcoll

@@ -1,0 +1,195 @@
+#include "api/communicator_impl.hpp"
+
+#include <thread>
+
+#include "block/bitmap.hpp"
+#include "common/log.hpp"
+#include "engine/limits.hpp"
+
+namespace sparcoll::detail {
+
+namespace {
+
+// The processes this one exchanges messages with: workers talk to aggregators and back.
+std::vector<std::uint32_t> peers_of(const engine::JobLayout& layout) {
+  std::vector<std::uint32_t> peers;
+  for (std::uint32_t p = 0; p < layout.processes(); ++p) {
+    if (p == layout.self) continue;
+    const bool p_aggregates = layout.dedicated == 0 || p >= layout.workers;
+    const bool talks = (layout.self_is_worker() && p_aggregates) || (layout.self_aggregates() && layout.is_worker(p));
+    if (talks) peers.push_back(p);
+  }
+  return peers;
+}
+
+std::string hex(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
+// Empty when the arguments are fine, else what is wrong with them.
+std::string check_arguments(const void* send, const void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+  if (!dtype_valid(static_cast<std::uint8_t>(dtype)))
+    return "dtype " + std::to_string(static_cast<int>(dtype)) + " is not one of f32, f16, bf16, i32";
+  if (!reduce_op_valid(static_cast<std::uint8_t>(op)))
+    return "op " + std::to_string(static_cast<int>(op)) + " is not one of sum, avg, min, max";
+  if (count == 0) return std::string();
+  if (count > (std::size_t{1} << 56)) return "count " + std::to_string(count) + " exceeds the limit of 2^56 elements";
+  const std::size_t esize = dtype_size(dtype);
+  if (send == nullptr) return "sendbuf is null with count " + std::to_string(count);
+  if (recv == nullptr) return "recvbuf is null with count " + std::to_string(count);
+  const auto s = reinterpret_cast<std::uintptr_t>(send);
+  const auto r = reinterpret_cast<std::uintptr_t>(recv);
+  if (s % esize != 0)
+    return "sendbuf " + hex(send) + " is not aligned to the " + std::to_string(esize) + "-byte " +
+           std::string(dtype_name(dtype)) + " element";
+  if (r % esize != 0)
+    return "recvbuf " + hex(recv) + " is not aligned to the " + std::to_string(esize) + "-byte " +
+           std::string(dtype_name(dtype)) + " element";
+  const std::size_t bytes = count * esize;
+  if (s != r && s < r + bytes && r < s + bytes) return "sendbuf and recvbuf overlap without being the same buffer";
+  return std::string();
+}
+
+}  // namespace
+
+Status CommunicatorImpl::create(const Options& options, std::shared_ptr<CommunicatorImpl>* out) {
+  std::shared_ptr<CommunicatorImpl> impl(new CommunicatorImpl());
+  Status s = impl->setup(options);
+  if (!s.ok()) return s;
+  *out = std::move(impl);
+  return Status();
+}
+
+Status CommunicatorImpl::setup(const Options& options) {
+  Status s = options.validate();
+  if (!s.ok()) return s;
+  if (options.block_elems + 0ull > 0 && options.max_message < engine::min_message_for(options.block_elems))
+    return Status(ErrorCode::invalid_argument,
+                  "max_message=" + std::to_string(options.max_message) + " (SPARCOLL_MAX_MESSAGE) cannot carry one block of " +
+                      std::to_string(options.block_elems) + " elements (needs " +
+                      std::to_string(engine::min_message_for(options.block_elems)) + " bytes)");
+  options_ = options;
+  s = control::join(options_, &membership_);
+  if (!s.ok()) return s;
+  joined_ = true;
+
+  engine::EngineConfig cfg;
+  cfg.layout.workers = membership_.workers;
+  cfg.layout.dedicated = membership_.dedicated;
+  cfg.layout.self = membership_.self;
+  cfg.layout.lanes = options_.lanes;
+  cfg.layout.threads = options_.threads;
+  cfg.options = options_;
+  cfg.job_epoch = membership_.job_epoch;
+  cfg.window_capacity = engine::window_capacity(options_.fusion, options_.block_elems, options_.max_message);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const bool oversubscribed = std::uint64_t{membership_.local_processes} * options_.threads > cores;
+  cfg.yield_when_waiting = options_.poll_mode == "yield" || (options_.poll_mode == "auto" && oversubscribed);
+
+  const std::vector<std::uint32_t> peers = peers_of(cfg.layout);
+  if (!peers.empty()) {
+    transport::DriverContext ctx;
+    ctx.options = &options_;
+    ctx.store = membership_.store.get();
+    ctx.key_prefix = membership_.key_prefix;
+    ctx.self = membership_.self;
+    ctx.processes = membership_.processes;
+    ctx.peers = peers;
+    ctx.channels = options_.threads;
+    ctx.max_message = options_.max_message;
+    ctx.deadline_ms = options_.connect_timeout_ms;
+    s = transport::create_driver(membership_.transport, ctx, &driver_);
+    if (!s.ok()) return s;
+  }
+  SC_LOG_INFO("joined: %u workers, %u dedicated aggregators, transport %s, %u lanes, window %u blocks%s",
+              membership_.workers, membership_.dedicated, membership_.transport.c_str(), options_.lanes,
+              cfg.window_capacity, cfg.yield_when_waiting ? ", yielding (more busy threads than cores)" : "");
+  engine_ = std::make_unique<engine::Engine>(std::move(cfg), driver_.get());
+  engine_->start();
+  return Status();
+}
+
+CommunicatorImpl::~CommunicatorImpl() { shutdown(); }
+
+void CommunicatorImpl::shutdown() {
+  if (engine_) {
+    // Every op must be finished before the peers are told we are leaving.
+    for (std::uint32_t i = 0; i < options_.max_inflight; ++i) {
+      engine::OpState& op = engine_->slot(i);
+      while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
+    }
+  }
+  if (joined_ && options_.role == Role::worker) {
+    Status s = control::leave(membership_, options_);
+    if (!s.ok() && !(engine_ && engine_->broken()))
+      SC_LOG_WARN("teardown barrier failed, peers may report this process as failed: %s", s.message().c_str());
+  }
+  if (engine_) engine_->stop();
+  engine_.reset();
+  driver_.reset();
+  membership_.store.reset();
+  membership_.server.reset();
+  joined_ = false;
+}
+
+Status CommunicatorImpl::serve() {
+  // The engine's threads do the work; this thread watches for the end of the job or a failure.
+  for (;;) {
+    if (engine_->broken()) return engine_->broken_status();
+    Status s = control::wait_for_workers_to_leave(membership_, 100);
+    if (s.ok()) break;
+    if (s.code() != ErrorCode::timeout) return s;
+  }
+  return control::leave(membership_, options_);
+}
+
+Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                    std::shared_ptr<RequestState>* out) {
+  if (engine_->broken())
+    return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
+  const std::string problem = check_arguments(send, recv, count, dtype, op);
+  const std::uint32_t op_id = next_op_id_++;
+
+  engine::OpState& state = engine_->slot(op_id);
+  while (state.busy.load(std::memory_order_acquire) != 0) state.busy.wait(1, std::memory_order_acquire);
+
+  state.op_id = op_id;
+  state.abort = !problem.empty();
+  state.abort_reason = problem;
+  state.send = static_cast<const std::byte*>(send);
+  state.recv = static_cast<std::byte*>(recv);
+  state.in_place = send == recv;
+  state.geometry.count = state.abort ? 0 : count;
+  state.geometry.block_elems = options_.block_elems;
+  state.geometry.num_lanes = options_.lanes;
+  state.geometry.dtype = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype : DataType::f32;
+  state.redop = reduce_op_valid(static_cast<std::uint8_t>(op)) ? op : ReduceOp::sum;
+  state.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  state.failed.store(false, std::memory_order_relaxed);
+  state.error = Status();
+  if (state.abort) {
+    state.fail(Status(ErrorCode::invalid_argument, "allreduce op " + std::to_string(op_id) + ": " + problem));
+  } else {
+    const std::size_t nblocks = block::block_count(count, options_.block_elems);
+    state.bitmap.resize(block::bitmap_words(nblocks) + 1);  // +1: never empty, so data() is valid
+    block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data());
+  }
+  state.lanes.resize(options_.lanes);
+  state.scratch.resize(std::size_t{options_.lanes} *
+                       algo::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
+  state.request = std::make_shared<RequestState>();
+  *out = state.request;
+  engine_->submit(&state);
+  return Status();
+}
+
+Status CommunicatorImpl::wait(RequestState& request) {
+  // A short spin catches fast ops without a futex round trip; then sleep.
+  for (int i = 0; i < 2000 && request.done.load(std::memory_order_acquire) == 0; ++i) std::this_thread::yield();
+  while (request.done.load(std::memory_order_acquire) == 0) request.done.wait(0, std::memory_order_acquire);
+  return request.status;
+}
+
+}  // namespace sparcoll::detail

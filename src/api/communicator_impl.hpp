@@ -1,0 +1,49 @@
+// The object behind sparcoll::Communicator: membership, driver and engine of one communicator,
+// and the calling-thread half of every collective (argument checks, bitmap scan, submission).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "control/bootstrap.hpp"
+#include "engine/engine.hpp"
+#include "sparcoll/communicator.hpp"
+#include "transport/driver.hpp"
+
+namespace sparcoll::detail {
+
+class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
+ public:
+  static Status create(const Options& options, std::shared_ptr<CommunicatorImpl>* out);
+  ~CommunicatorImpl();
+
+  Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                    std::shared_ptr<RequestState>* out);
+  // Waits for the request; returns its outcome.
+  static Status wait(RequestState& request);
+
+  const Options& options() const noexcept { return options_; }
+  int rank() const noexcept { return options_.rank; }
+  int size() const noexcept { return options_.world_size; }
+  const std::string& transport() const noexcept { return membership_.transport; }
+  engine::Engine& engine() { return *engine_; }
+  control::Membership& membership() { return membership_; }
+
+  // Dedicated aggregator: serve until every worker has left.
+  Status serve();
+
+ private:
+  CommunicatorImpl() = default;
+  Status setup(const Options& options);
+  void shutdown();
+
+  Options options_;
+  control::Membership membership_;
+  std::unique_ptr<transport::Driver> driver_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::uint32_t next_op_id_ = 0;
+  bool joined_ = false;
+};
+
+}  // namespace sparcoll::detail

@@ -1,0 +1,184 @@
+#include "control/bootstrap.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.hpp"
+
+namespace sparcoll::control {
+
+namespace {
+
+// Communicators created by this process, so several in one job get distinct store keys.
+std::atomic<std::uint32_t> g_generation{0};
+
+std::uint32_t fnv1a(const std::string& text) {
+  std::uint32_t h = 2166136261u;
+  for (unsigned char c : text) h = (h ^ c) * 16777619u;
+  return h == 0 ? 1 : h;
+}
+
+// Settings every process must share, with the variable that sets each.
+struct SharedSetting {
+  const char* variable;
+  std::string value;
+};
+
+std::vector<SharedSetting> shared_settings(const Options& o) {
+  return {
+      {"SPARCOLL_WORLD_SIZE", std::to_string(o.world_size)},
+      {"SPARCOLL_AGGREGATORS", std::to_string(o.aggregators)},
+      {"SPARCOLL_TRANSPORT", o.transport},
+      {"SPARCOLL_ALGO", o.algo},
+      {"SPARCOLL_BLOCK_ELEMS", std::to_string(o.block_elems)},
+      {"SPARCOLL_LANES", std::to_string(o.lanes)},
+      {"SPARCOLL_FUSION", std::to_string(o.fusion)},
+      {"SPARCOLL_THREADS", std::to_string(o.threads)},
+      {"SPARCOLL_MAX_INFLIGHT", std::to_string(o.max_inflight)},
+      {"SPARCOLL_MAX_MESSAGE", std::to_string(o.max_message)},
+  };
+}
+
+// "key=value" lines: identity then shared settings.
+std::string encode_process(const transport::ProcessInfo& p, const Options& o) {
+  std::ostringstream out;
+  out << "name=" << p.name << "\npid=" << p.pid << "\nhost=" << p.host << "\naddress=" << p.address << "\n";
+  for (const auto& s : shared_settings(o)) out << s.variable << "=" << s.value << "\n";
+  return out.str();
+}
+
+std::string field(const std::string& text, const std::string& key) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.compare(0, key.size() + 1, key + "=") == 0) return line.substr(key.size() + 1);
+  return std::string();
+}
+
+std::string process_name(const Options& o, std::uint32_t workers, std::uint32_t index) {
+  (void)o;
+  return index < workers ? "rank " + std::to_string(index) : "aggregator " + std::to_string(index - workers);
+}
+
+}  // namespace
+
+std::string host_identity() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  std::string boot;
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::getline(f, boot);
+  return std::string(name) + "/" + boot;
+}
+
+Status join(const Options& options, Membership* out) {
+  Membership m;
+  m.workers = static_cast<std::uint32_t>(options.world_size);
+  m.dedicated = static_cast<std::uint32_t>(options.aggregators);
+  m.self = options.role == Role::worker ? static_cast<std::uint32_t>(options.rank)
+                                        : m.workers + static_cast<std::uint32_t>(options.aggregator_index);
+  const std::string who = process_name(options, m.workers, m.self);
+  log::set_identity(who);
+  m.key_prefix = "sparcoll/" + std::to_string(g_generation.fetch_add(1)) + "/";
+  m.job_epoch = fnv1a(options.job_token + "|" + m.key_prefix);
+
+  transport::ProcessInfo me;
+  me.index = m.self;
+  me.name = who;
+  me.pid = getpid();
+  me.host = host_identity();
+
+  if (m.total() == 1) {
+    me.address = "127.0.0.1";
+    m.processes.push_back(me);
+    m.transport = options.transport == "auto" ? "shm" : options.transport;
+    *out = std::move(m);
+    return Status();
+  }
+
+  if (options.role == Role::worker && options.rank == 0 && options.store_server == "rank0") {
+    const std::size_t colon = options.store.rfind(':');
+    const std::string port = colon == std::string::npos ? options.store : options.store.substr(colon + 1);
+    Status s = StoreServer::start("0.0.0.0:" + port, options.job_token, &m.server);
+    if (!s.ok())
+      return Status(s.code(), "rank 0 could not host the rendezvous store (SPARCOLL_STORE=" + options.store + "): " + s.message());
+  }
+  Status s = Store::connect(options.store, options.job_token, who, options.connect_timeout_ms, &m.store);
+  if (!s.ok()) return s;
+  me.address = options.tcp_addr.empty() ? m.store->local_address() : options.tcp_addr;
+
+  // Two processes claiming the same identity would silently overwrite each other.
+  std::int64_t claims = 0;
+  s = m.store->add(m.key_prefix + "claim/" + std::to_string(m.self), 1, &claims);
+  if (!s.ok()) return s;
+  if (claims != 1)
+    return Status(ErrorCode::invalid_argument, "two processes claim to be " + who + " (check SPARCOLL_RANK / SPARCOLL_AGGREGATOR_INDEX)");
+
+  s = m.store->set(m.key_prefix + "proc/" + std::to_string(m.self), encode_process(me, options));
+  if (!s.ok()) return s;
+
+  const auto mine = shared_settings(options);
+  m.processes.resize(m.total());
+  for (std::uint32_t i = 0; i < m.total(); ++i) {
+    std::string text;
+    s = m.store->get(m.key_prefix + "proc/" + std::to_string(i), options.connect_timeout_ms, &text);
+    if (!s.ok()) {
+      if (s.code() == ErrorCode::timeout)
+        return Status(ErrorCode::timeout, process_name(options, m.workers, i) + " did not join the rendezvous at " +
+                                              options.store + " within " + std::to_string(options.connect_timeout_ms) +
+                                              " ms (SPARCOLL_CONNECT_TIMEOUT_MS)");
+      return s;
+    }
+    transport::ProcessInfo& p = m.processes[i];
+    p.index = i;
+    p.name = field(text, "name");
+    p.pid = std::atoll(field(text, "pid").c_str());
+    p.host = field(text, "host");
+    p.address = field(text, "address");
+    for (const auto& setting : mine) {
+      const std::string theirs = field(text, setting.variable);
+      if (theirs != setting.value)
+        return Status(ErrorCode::mismatch, std::string(setting.variable) + " differs: " + who + " has '" + setting.value +
+                                               "', " + p.name + " has '" + theirs + "'");
+    }
+    if (p.host == me.host) ++m.local_processes;
+  }
+  --m.local_processes;  // counted myself in the loop
+
+  m.transport = options.transport;
+  if (m.transport == "auto") {
+    m.transport = "shm";
+    for (const auto& p : m.processes)
+      if (p.host != me.host) m.transport = "tcp";
+  }
+  *out = std::move(m);
+  return Status();
+}
+
+Status wait_for_workers_to_leave(Membership& m, std::uint32_t timeout_ms) {
+  if (!m.store) return Status();
+  return m.store->wait_at_least(m.key_prefix + "bye", m.workers, timeout_ms);
+}
+
+Status leave(Membership& m, const Options& options) {
+  if (!m.store) return Status();
+  std::int64_t count = 0;
+  Status s = m.store->add(m.key_prefix + "bye", 1, &count);
+  if (!s.ok()) return s;
+  s = m.store->wait_at_least(m.key_prefix + "bye", m.total(), options.connect_timeout_ms);
+  if (!s.ok()) return s;
+  // Rank 0 hosts the store: let everyone read the final count before it goes away.
+  if (m.server) {
+    s = m.store->add(m.key_prefix + "gone", 1, &count);
+    if (s.ok()) s = m.store->wait_at_least(m.key_prefix + "gone", m.total(), 2000);
+    if (!s.ok()) SC_LOG_DEBUG("teardown: not every process confirmed before the store closed: %s", s.message().c_str());
+  } else {
+    (void)m.store->add(m.key_prefix + "gone", 1, &count);
+  }
+  return Status();
+}
+
+}  // namespace sparcoll::control

@@ -1,0 +1,327 @@
+#include "engine/engine.hpp"
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <ctime>
+
+#include "common/log.hpp"
+#include "proto/wire.hpp"
+
+namespace sparcoll::engine {
+
+namespace {
+constexpr int kPollBatch = 64;
+
+// Sleeps until *addr != expected or the timeout passes (idle progress threads only).
+void futex_wait_for(std::atomic<std::uint32_t>* addr, std::uint32_t expected, long nanoseconds) {
+  struct timespec ts{0, nanoseconds};
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+}
+void futex_wake(std::atomic<std::uint32_t>* addr) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+agg::AggregatorConfig aggregator_config(const EngineConfig& c, std::uint32_t shard) {
+  agg::AggregatorConfig a;
+  a.layout = c.layout;
+  a.shard = shard;
+  a.job_epoch = c.job_epoch;
+  a.max_inflight = c.options.max_inflight;
+  a.fusion = c.window_capacity;
+  a.block_elems = c.options.block_elems;
+  a.max_message = c.options.max_message;
+  a.deadline_ms = c.options.deadline_ms;
+  return a;
+}
+
+algo::WorkerConfig worker_config(const EngineConfig& c, std::uint32_t shard) {
+  algo::WorkerConfig w;
+  w.layout = c.layout;
+  w.shard = shard;
+  w.job_epoch = c.job_epoch;
+  w.fusion = c.window_capacity;
+  return w;
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Shard
+
+Shard::Shard(Engine& engine, std::uint32_t index, transport::Channel* channel)
+    : engine_(engine),
+      index_(index),
+      channel_(channel),
+      loopback_(engine.config().layout.self, std::size_t{64} << 20),
+      outbox_(engine.config().layout.self, channel, &loopback_),
+      aggregator_(aggregator_config(engine.config(), index), outbox_),
+      worker_(worker_config(engine.config(), index), outbox_),
+      submissions_(engine.config().options.max_inflight) {
+  active_.reserve(engine.config().options.max_inflight);
+}
+
+Shard::~Shard() { stop(); }
+
+void Shard::start() {
+  thread_ = std::thread([this] { run(); });
+  const auto& cores = engine_.config().options.pin_cores;
+  if (index_ < cores.size()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cores[index_], &set);
+    if (pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set) != 0)
+      SC_LOG_WARN("could not pin progress thread %u to core %d; it runs unpinned", index_, cores[index_]);
+  }
+}
+
+void Shard::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_release);
+  wake_.fetch_add(1, std::memory_order_release);
+  futex_wake(&wake_);
+  thread_.join();
+}
+
+void Shard::submit(OpState* op) {
+  while (!submissions_.push(op)) std::this_thread::yield();  // cannot stay full: max_inflight bounds it
+  wake_.fetch_add(1, std::memory_order_release);
+  futex_wake(&wake_);
+}
+
+OpState* Shard::find_op(std::uint32_t op_id) {
+  for (OpState* op : active_)
+    if (op->op_id == op_id) return op;
+  return nullptr;
+}
+
+void Shard::run() {
+  std::uint32_t idle_rounds = 0;
+  next_deadline_check_ = Clock::now();
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (step()) {
+      idle_rounds = 0;
+      continue;
+    }
+    ++idle_rounds;
+    const bool outstanding = !active_.empty() || worker_.has_pending_sends() || aggregator_.has_pending_sends();
+    idle_wait(idle_rounds, outstanding);
+  }
+}
+
+// Back-off when nothing arrived: spin while an op runs (unless threads outnumber cores, then
+// yield each round); with nothing in flight, yield, then sleep in short futex waits that a
+// submission cuts short. Remote ops can start while we sleep, so the sleep stays below 1 ms.
+void Shard::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
+  if (work_outstanding) {
+    if (engine_.config().yield_when_waiting || idle_rounds > 4096) sched_yield();
+    return;
+  }
+  if (idle_rounds < 256) return;
+  if (idle_rounds < 2048) {
+    sched_yield();
+    return;
+  }
+  futex_wait_for(&wake_, wake_.load(std::memory_order_acquire), idle_rounds < 8192 ? 50'000 : 500'000);
+}
+
+bool Shard::step() {
+  bool progressed = false;
+  if (engine_.broken() && !failed_) fail_everything(engine_.broken_status());
+
+  OpState* op = nullptr;
+  while (submissions_.pop(&op)) {
+    start_op(op);
+    progressed = true;
+  }
+
+  transport::ReceivedMessage msgs[kPollBatch];
+  if (channel_ != nullptr && !failed_) {
+    const int n = channel_->poll(msgs, kPollBatch);
+    if (n < 0) {
+      engine_.break_with(channel_->error());
+      fail_everything(engine_.broken_status());
+      return true;
+    }
+    for (int i = 0; i < n && !failed_; ++i) dispatch(msgs[i]);
+    progressed |= n > 0;
+  }
+  const int n = loopback_.poll(msgs, kPollBatch);
+  for (int i = 0; i < n && !failed_; ++i) dispatch(msgs[i]);
+  progressed |= n > 0;
+
+  if (!failed_) {
+    Status s = worker_.retry_sends();
+    if (s.ok()) s = aggregator_.retry_sends();
+    if (!s.ok()) {
+      engine_.break_with(s);
+      fail_everything(engine_.broken_status());
+    }
+  }
+
+  const Clock::time_point now = Clock::now();
+  if (now >= next_deadline_check_) {
+    next_deadline_check_ = now + std::chrono::milliseconds(5);
+    check_deadlines(now);
+  }
+  return progressed;
+}
+
+void Shard::dispatch(const transport::ReceivedMessage& msg) {
+  const JobLayout& layout = engine_.config().layout;
+  proto::MessageView view;
+  const proto::DecodeError e = proto::decode(msg.data, msg.size, layout.processes(), &view);
+  Status s;
+  if (e != proto::DecodeError::none) {
+    s = Status(ErrorCode::protocol_error, "dropped a message from " + layout.name(msg.peer) + " on thread " +
+                                              std::to_string(index_) + ": " + proto::describe(e));
+  } else if (view.header->sender != msg.peer) {
+    s = Status(ErrorCode::protocol_error, layout.name(msg.peer) + " sent a message claiming to come from " +
+                                              layout.name(view.header->sender));
+  } else if (view.header->job_epoch != engine_.config().job_epoch) {
+    s = Status(ErrorCode::protocol_error, layout.name(msg.peer) + " sent a message of another job (epoch " +
+                                              std::to_string(view.header->job_epoch) + ")");
+  } else {
+    const auto type = static_cast<proto::MsgType>(view.header->type);
+    if (type == proto::MsgType::window || type == proto::MsgType::abort) {
+      s = aggregator_.on_message(view);
+    } else {
+      OpState* op = find_op(view.header->op_id);
+      if (op == nullptr) {
+        s = Status(ErrorCode::protocol_error, layout.name(msg.peer) + " sent a result for op " +
+                                                  std::to_string(view.header->op_id) + ", which is not running here");
+      } else {
+        s = worker_.on_message(*op, view);
+        maybe_finish(op);
+      }
+    }
+  }
+  if (!s.ok()) {
+    SC_LOG_ERROR("%s", s.message().c_str());
+    engine_.break_with(s);
+    fail_everything(engine_.broken_status());
+  }
+}
+
+void Shard::start_op(OpState* op) {
+  active_.push_back(op);
+  if (failed_) {
+    worker_.fail_lanes(*op, engine_.broken_status());
+  } else {
+    Status s = worker_.start(*op);
+    if (!s.ok()) {
+      engine_.break_with(s);
+      fail_everything(engine_.broken_status());
+      return;
+    }
+  }
+  maybe_finish(op);
+}
+
+// When this shard's lanes of `op` are all done, the last shard publishes the outcome.
+void Shard::maybe_finish(OpState* op) {
+  if (op->shard_lanes_left[index_] != 0) return;
+  for (std::size_t i = 0; i < active_.size(); ++i) {
+    if (active_[i] == op) {
+      active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  }
+  if (op->shards_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::shared_ptr<RequestState> request = std::move(op->request);
+  OpStats total;
+  for (const OpStats& s : op->shard_stats) {
+    total.bytes_sent += s.bytes_sent;
+    total.bytes_received += s.bytes_received;
+    total.blocks_sent += s.blocks_sent;
+    total.blocks_received += s.blocks_received;
+  }
+  request->stats = total;
+  if (op->failed.load(std::memory_order_acquire)) request->status = op->error;
+  // Release the slot first: the waiter may immediately start the next op in it.
+  op->busy.store(0, std::memory_order_release);
+  op->busy.notify_all();
+  request->done.store(1, std::memory_order_release);
+  request->done.notify_all();
+}
+
+void Shard::fail_everything(const Status& reason) {
+  if (failed_) return;
+  failed_ = true;
+  aggregator_.fail_all(reason.message());
+  // Copy: maybe_finish edits active_.
+  std::vector<OpState*> ops = active_;
+  for (OpState* op : ops) {
+    worker_.fail_lanes(*op, reason);
+    maybe_finish(op);
+  }
+}
+
+void Shard::check_deadlines(Clock::time_point now) {
+  if (failed_) return;
+  Status s = aggregator_.check_deadlines(now);
+  if (!s.ok()) {
+    engine_.break_with(s);
+    fail_everything(engine_.broken_status());
+    return;
+  }
+  for (OpState* op : active_) {
+    if (now < op->deadline) continue;
+    const JobLayout& layout = engine_.config().layout;
+    Status reason(ErrorCode::timeout, "op " + std::to_string(op->op_id) + " on " + layout.name(layout.self) +
+                                          " passed its deadline of " +
+                                          std::to_string(engine_.config().options.deadline_ms) +
+                                          " ms (SPARCOLL_DEADLINE_MS): " + worker_.describe_wait(*op));
+    SC_LOG_ERROR("%s", reason.message().c_str());
+    engine_.break_with(reason);
+    fail_everything(engine_.broken_status());
+    return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Engine
+
+Engine::Engine(EngineConfig config, transport::Driver* driver) : config_(std::move(config)) {
+  const std::uint32_t k = config_.options.max_inflight;
+  ops_.reserve(k);
+  for (std::uint32_t i = 0; i < k; ++i) ops_.push_back(std::make_unique<OpState>());
+  const std::uint32_t t = config_.options.threads;
+  for (std::uint32_t i = 0; i < t; ++i)
+    shards_.push_back(std::make_unique<Shard>(*this, i, driver ? &driver->channel(i) : nullptr));
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  for (auto& s : shards_) s->start();
+}
+
+void Engine::stop() {
+  for (auto& s : shards_) s->stop();
+}
+
+void Engine::submit(OpState* op) {
+  op->shard_lanes_left.assign(shards_.size(), 0);
+  op->shard_stats.assign(shards_.size(), OpStats{});
+  for (std::size_t i = 0; i < shards_.size(); ++i) op->shard_lanes_left[i] = shards_[i]->worker_lanes();
+  op->shards_left.store(static_cast<std::uint32_t>(shards_.size()), std::memory_order_relaxed);
+  op->busy.store(1, std::memory_order_release);
+  for (auto& s : shards_) s->submit(op);
+}
+
+void Engine::break_with(const Status& reason) {
+  std::lock_guard<std::mutex> lock(broken_mutex_);
+  if (broken_.load(std::memory_order_relaxed)) return;
+  broken_status_ = reason;
+  broken_.store(true, std::memory_order_release);
+}
+
+Status Engine::broken_status() const {
+  std::lock_guard<std::mutex> lock(broken_mutex_);
+  return broken_status_;
+}
+
+}  // namespace sparcoll::engine

@@ -1,0 +1,105 @@
+// The progress engine: one Shard (progress thread) per SPARCOLL_THREADS, each owning one driver
+// channel, a loopback, the worker side of its lanes and the aggregator side of the lanes this
+// process aggregates. Shards run to completion (poll, dispatch, reduce, send) with no locks on
+// the data path; the calling thread hands them ops through SPSC queues.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "agg/aggregator.hpp"
+#include "algo/block_sparse_worker.hpp"
+#include "engine/layout.hpp"
+#include "engine/op_state.hpp"
+#include "engine/outbox.hpp"
+#include "engine/self_channel.hpp"
+#include "engine/spsc_queue.hpp"
+#include "sparcoll/options.hpp"
+#include "transport/driver.hpp"
+
+namespace sparcoll::engine {
+
+struct EngineConfig {
+  JobLayout layout;
+  Options options;
+  std::uint32_t job_epoch = 0;
+  std::uint32_t window_capacity = 1;
+  bool yield_when_waiting = false;  // more busy threads than cores on this host
+};
+
+class Engine;
+
+class Shard {
+ public:
+  Shard(Engine& engine, std::uint32_t index, transport::Channel* channel);
+  ~Shard();
+  void start();
+  void stop();
+  // Calling thread: hand over an op (never fails: the queue holds max_inflight entries).
+  void submit(OpState* op);
+  std::uint32_t worker_lanes() const noexcept { return worker_.lanes_here(); }
+
+ private:
+  void run();
+  bool step();
+  void dispatch(const transport::ReceivedMessage& msg);
+  void start_op(OpState* op);
+  void maybe_finish(OpState* op);
+  void fail_everything(const Status& reason);
+  void check_deadlines(Clock::time_point now);
+  void idle_wait(std::uint32_t idle_rounds, bool work_outstanding);
+  OpState* find_op(std::uint32_t op_id);
+
+  Engine& engine_;
+  std::uint32_t index_;
+  transport::Channel* channel_;  // null when the job has a single process
+  SelfChannel loopback_;
+  Outbox outbox_;
+  agg::Aggregator aggregator_;
+  algo::BlockSparseWorker worker_;
+  SpscQueue<OpState*> submissions_;
+  std::vector<OpState*> active_;  // ops running on this shard, oldest first
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint32_t> wake_{0};
+  std::thread thread_;
+  bool failed_ = false;           // this shard has seen the engine break
+  Clock::time_point next_deadline_check_;
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, transport::Driver* driver);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();
+  void stop();
+
+  const EngineConfig& config() const noexcept { return config_; }
+  std::uint32_t shard_count() const noexcept { return static_cast<std::uint32_t>(shards_.size()); }
+  // The op slot an op id maps to (max_inflight slots, reused round-robin).
+  OpState& slot(std::uint32_t op_id) { return *ops_[op_id % ops_.size()]; }
+  // Calling thread: hand a prepared op to every shard.
+  void submit(OpState* op);
+
+  // Failure that leaves the communicator unusable (peer death, timeout, protocol violation).
+  void break_with(const Status& reason);
+  bool broken() const noexcept { return broken_.load(std::memory_order_acquire); }
+  Status broken_status() const;
+
+ private:
+  friend class Shard;
+  EngineConfig config_;
+  std::vector<std::unique_ptr<OpState>> ops_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<bool> broken_{false};
+  mutable std::mutex broken_mutex_;  // taken on failure only
+  Status broken_status_;
+};
+
+}  // namespace sparcoll::engine
