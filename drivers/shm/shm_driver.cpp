@@ -1,0 +1,180 @@
+// The shm driver: setup through the store, then one ShmChannel per channel.
+//
+// Setup, per process (keys under ctx.key_prefix):
+//   1. check that every peer runs on this host and that the ring size fits max_message;
+//   2. create our segment with one inbound ring per (peer, channel), publish its name at
+//      "shm/segment/<self>";
+//   3. map every peer's segment, then announce it at "shm/mapped/<peer>/<self>";
+//   4. wait until every peer has mapped ours, then unlink our name: from then on the memory
+//      lives only as long as the mappings, so a crash leaves no file in /dev/shm.
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shm_channel.hpp"
+#include "shm_liveness.hpp"
+#include "shm_segment.hpp"
+#include "transport/driver.hpp"
+#include "transport/driver_factories.hpp"
+#include "control/store.hpp"
+#include "transport/setup_util.hpp"
+
+namespace sparcoll::transport {
+namespace shm {
+namespace {
+
+class ShmDriver final : public Driver {
+ public:
+  ~ShmDriver() override {
+    // Tell every peer (they poll our header) before anything is unmapped.
+    if (own_.header() != nullptr) own_.header()->closed.store(1, std::memory_order_release);
+  }
+
+  std::string_view name() const override { return "shm"; }
+  Channel& channel(std::uint32_t index) override { return *channels_[index]; }
+
+  Status setup(const DriverContext& ctx);
+
+ private:
+  Status create_own_segment(const DriverContext& ctx, std::uint64_t ring_bytes);
+  Status map_peer_segments(const DriverContext& ctx, const SetupDeadline& deadline);
+  Status wait_until_mapped(const DriverContext& ctx, const SetupDeadline& deadline);
+  void build_channels(const DriverContext& ctx);
+
+  Segment own_;
+  std::vector<Segment> peer_segments_;  // by position in ctx.peers
+  PeerProcesses processes_;
+  std::vector<std::unique_ptr<ShmChannel>> channels_;
+};
+
+std::string label(const DriverContext& ctx, std::uint32_t index) {
+  return process_name(ctx, index) + " (pid " + std::to_string(ctx.processes[index].pid) + ")";
+}
+
+Status check_locality(const DriverContext& ctx) {
+  const std::string& here = ctx.processes[ctx.self].host;
+  for (std::uint32_t peer : ctx.peers) {
+    if (ctx.processes[peer].host == here) continue;
+    return Status(ErrorCode::unsupported, "shm transport needs every process on one host: " + process_name(ctx, peer) +
+                                              " is on host " + ctx.processes[peer].host + ", this is host " + here +
+                                              "; use SPARCOLL_TRANSPORT=tcp");
+  }
+  return Status::Ok();
+}
+
+Status check_ring_size(const DriverContext& ctx, std::uint64_t ring_bytes) {
+  if (ring_bytes == 0 || (ring_bytes & (ring_bytes - 1)) != 0)
+    return Status(ErrorCode::invalid_argument, "shm ring size " + std::to_string(ring_bytes) +
+                                                   " bytes is not a power of two (SPARCOLL_SHM_RING_BYTES)");
+  if (ring_bytes < min_ring_bytes(ctx.max_message))
+    return Status(ErrorCode::invalid_argument, "shm ring size " + std::to_string(ring_bytes) + " bytes is too small for a max message of " +
+                                                   std::to_string(ctx.max_message) + " bytes: it needs at least " +
+                                                   std::to_string(min_ring_bytes(ctx.max_message)) +
+                                                   " (SPARCOLL_SHM_RING_BYTES or SPARCOLL_MAX_MESSAGE)");
+  return Status::Ok();
+}
+
+std::string segment_key(const DriverContext& ctx, std::uint32_t owner) {
+  return ctx.key_prefix + "shm/segment/" + std::to_string(owner);
+}
+std::string mapped_key(const DriverContext& ctx, std::uint32_t owner, std::uint32_t by) {
+  return ctx.key_prefix + "shm/mapped/" + std::to_string(owner) + "/" + std::to_string(by);
+}
+
+Status ShmDriver::setup(const DriverContext& ctx) {
+  const SetupDeadline deadline(ctx.deadline_ms);
+  Status status = check_locality(ctx);
+  if (!status.ok()) return status;
+  const std::uint64_t ring_bytes = ctx.options->shm_ring_bytes;
+  status = check_ring_size(ctx, ring_bytes);
+  if (!status.ok()) return status;
+  status = processes_.open(ctx);
+  if (!status.ok()) return status;
+  status = create_own_segment(ctx, ring_bytes);
+  if (!status.ok()) return status;
+  status = map_peer_segments(ctx, deadline);
+  if (!status.ok()) return status;
+  status = wait_until_mapped(ctx, deadline);
+  if (!status.ok()) return status;
+  own_.unlink();
+  build_channels(ctx);
+  return Status::Ok();
+}
+
+Status ShmDriver::create_own_segment(const DriverContext& ctx, std::uint64_t ring_bytes) {
+  std::vector<RingKey> rings;
+  for (std::uint32_t peer : ctx.peers)
+    for (std::uint32_t channel = 0; channel < ctx.channels; ++channel) rings.push_back(RingKey{peer, channel});
+  const std::string name = segment_name(ctx.key_prefix, getpid(), ctx.self);
+  Status status = Segment::create(name, ctx.self, ctx.max_message, ring_bytes, rings, &own_);
+  if (!status.ok()) return status;
+  return ctx.store->set(segment_key(ctx, ctx.self), name);
+}
+
+Status ShmDriver::map_peer_segments(const DriverContext& ctx, const SetupDeadline& deadline) {
+  std::vector<std::string> names;
+  Status status = gather_peer_keys(
+      ctx, ctx.peers, [&](std::uint32_t peer) { return segment_key(ctx, peer); }, deadline, "shm",
+      "publish their shm segments", &names);
+  if (!status.ok()) return status;
+  peer_segments_.resize(ctx.peers.size());
+  for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+    const std::uint32_t peer = ctx.peers[i];
+    status = Segment::open(names[i], peer, label(ctx, peer), &peer_segments_[i]);
+    if (!status.ok()) return status;
+    for (std::uint32_t channel = 0; channel < ctx.channels; ++channel) {
+      if (peer_segments_[i].ring(ctx.self, channel) != nullptr) continue;
+      return Status(ErrorCode::mismatch, label(ctx, peer) + " has no shm ring for " + process_name(ctx, ctx.self) +
+                                             " on channel " + std::to_string(channel) +
+                                             " (the processes disagree on peers or channel count)");
+    }
+    status = ctx.store->set(mapped_key(ctx, peer, ctx.self), "1");
+    if (!status.ok()) return status;
+  }
+  return Status::Ok();
+}
+
+Status ShmDriver::wait_until_mapped(const DriverContext& ctx, const SetupDeadline& deadline) {
+  std::vector<std::string> ignored;
+  return gather_peer_keys(
+      ctx, ctx.peers, [&](std::uint32_t peer) { return mapped_key(ctx, ctx.self, peer); }, deadline, "shm",
+      "map this process's shm segment", &ignored);
+}
+
+void ShmDriver::build_channels(const DriverContext& ctx) {
+  for (std::uint32_t channel = 0; channel < ctx.channels; ++channel) {
+    std::vector<PeerLink> links;
+    for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+      const std::uint32_t peer = ctx.peers[i];
+      const Segment& theirs = peer_segments_[i];
+      RingControl* out_ring = theirs.ring(ctx.self, channel);
+      RingControl* in_ring = own_.ring(peer, channel);
+      PeerLink link;
+      link.index = peer;
+      link.label = label(ctx, peer);
+      link.out = RingWriter(out_ring, theirs.ring_data(out_ring), theirs.ring_bytes());
+      // Messages are bounded by our max_message: a larger one from a misconfigured peer is corrupt.
+      link.in = RingReader(in_ring, own_.ring_data(in_ring), own_.ring_bytes(), ctx.max_message);
+      link.closed = &theirs.header()->closed;
+      link.pidfd = processes_.pidfd(i);
+      link.kill_pid = processes_.use_kill(i) ? processes_.pid(i) : 0;
+      links.push_back(std::move(link));
+    }
+    channels_.push_back(std::make_unique<ShmChannel>(channel, ctx.max_message, ctx.processes.size(), std::move(links)));
+  }
+}
+
+}  // namespace
+}  // namespace shm
+
+Status create_shm_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out) {
+  auto driver = std::make_unique<shm::ShmDriver>();
+  Status status = driver->setup(ctx);
+  if (!status.ok()) return status;
+  *out = std::move(driver);
+  return Status::Ok();
+}
+
+}  // namespace sparcoll::transport

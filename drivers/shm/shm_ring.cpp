@@ -1,0 +1,79 @@
+#include "shm_ring.hpp"
+
+#include <cstring>
+
+namespace sparcoll::transport::shm {
+
+RingWriter::RingWriter(RingControl* control, std::byte* data, std::uint64_t capacity)
+    : control_(control), data_(data), capacity_(capacity) {
+  // A writer attaches to a freshly created ring, but read the counters anyway so that
+  // attaching never corrupts a ring in use.
+  tail_ = control_->tail.load(std::memory_order_relaxed);
+  head_cache_ = control_->head.load(std::memory_order_acquire);
+}
+
+bool RingWriter::try_write(const struct iovec* iov, int iovcnt, std::uint32_t len) {
+  const std::uint64_t bytes = record_bytes(len);
+  const std::uint64_t pos = tail_ & (capacity_ - 1);
+  const std::uint64_t to_end = capacity_ - pos;
+  const std::uint64_t needed = bytes <= to_end ? bytes : to_end + bytes;
+  if (capacity_ - (tail_ - head_cache_) < needed) {
+    head_cache_ = control_->head.load(std::memory_order_acquire);
+    if (capacity_ - (tail_ - head_cache_) < needed) return false;
+  }
+  std::uint64_t at = pos;
+  if (bytes > to_end) {
+    auto* wrap = reinterpret_cast<RecordHeader*>(data_ + pos);
+    wrap->len = static_cast<std::uint32_t>(to_end - sizeof(RecordHeader));
+    wrap->kind = kRecordWrap;
+    tail_ += to_end;
+    at = 0;
+  }
+  auto* header = reinterpret_cast<RecordHeader*>(data_ + at);
+  header->len = len;
+  header->kind = kRecordMessage;
+  std::byte* payload = data_ + at + sizeof(RecordHeader);
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len == 0) continue;
+    std::memcpy(payload, iov[i].iov_base, iov[i].iov_len);
+    payload += iov[i].iov_len;
+  }
+  tail_ += bytes;
+  control_->tail.store(tail_, std::memory_order_release);
+  return true;
+}
+
+RingReader::RingReader(RingControl* control, std::byte* data, std::uint64_t capacity, std::uint32_t max_message)
+    : control_(control), data_(data), capacity_(capacity), max_message_(max_message) {
+  head_ = control_->head.load(std::memory_order_relaxed);
+  released_ = head_;
+  tail_cache_ = head_;
+}
+
+RingReader::Next RingReader::next(const std::byte** data, std::uint32_t* len) {
+  for (;;) {
+    if (head_ == tail_cache_) {
+      tail_cache_ = control_->tail.load(std::memory_order_acquire);
+      if (head_ == tail_cache_) return Next::empty;
+    }
+    const std::uint64_t pos = head_ & (capacity_ - 1);
+    const auto* header = reinterpret_cast<const RecordHeader*>(data_ + pos);
+    const std::uint64_t to_end = capacity_ - pos;
+    if (header->kind == kRecordWrap) {
+      // The peer is in our job but writes memory we read: check every bound before trusting it.
+      if (header->len != to_end - sizeof(RecordHeader) || tail_cache_ - head_ < to_end) return Next::corrupt;
+      head_ += to_end;
+      continue;
+    }
+    const std::uint64_t bytes = record_bytes(header->len);
+    if (header->kind != kRecordMessage || header->len > max_message_ || bytes > to_end ||
+        tail_cache_ - head_ < bytes)
+      return Next::corrupt;
+    *data = data_ + pos + sizeof(RecordHeader);
+    *len = header->len;
+    head_ += bytes;
+    return Next::message;
+  }
+}
+
+}  // namespace sparcoll::transport::shm

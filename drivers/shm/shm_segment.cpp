@@ -1,0 +1,189 @@
+#include "shm_segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "common/log.hpp"
+#include "transport/setup_util.hpp"
+
+namespace sparcoll::transport::shm {
+namespace {
+
+constexpr std::uint64_t align64(std::uint64_t n) { return (n + 63) & ~std::uint64_t{63}; }
+
+std::uint64_t table_offset() { return align64(sizeof(SegmentHeader)); }
+std::uint64_t first_ring_offset(std::uint64_t ring_count) {
+  return align64(table_offset() + ring_count * sizeof(RingEntry));
+}
+std::uint64_t ring_stride(std::uint64_t ring_bytes) { return sizeof(RingControl) + ring_bytes; }
+
+RingEntry* table(std::byte* base) { return reinterpret_cast<RingEntry*>(base + table_offset()); }
+
+Status map_fd(int fd, std::uint64_t size, const std::string& name, std::byte** out) {
+  void* addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED)
+    return Status(ErrorCode::system_error, "mmap of shm segment " + name + " (" + std::to_string(size) +
+                                               " bytes) failed: " + errno_text(errno));
+  *out = static_cast<std::byte*>(addr);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Segment& Segment::operator=(Segment&& other) noexcept {
+  if (this != &other) {
+    reset();
+    base_ = other.base_;
+    size_ = other.size_;
+    name_ = std::move(other.name_);
+    linked_ = other.linked_;
+    other.base_ = nullptr;
+    other.size_ = 0;
+    other.linked_ = false;
+  }
+  return *this;
+}
+
+Segment::~Segment() { reset(); }
+
+void Segment::reset() {
+  unlink();
+  if (base_ != nullptr) munmap(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+}
+
+void Segment::unlink() {
+  if (!linked_) return;
+  linked_ = false;
+  if (shm_unlink(name_.c_str()) != 0 && errno != ENOENT)
+    SC_LOG_WARN("shm_unlink of segment %s failed: %s", name_.c_str(), errno_text(errno).c_str());
+}
+
+Status Segment::create(const std::string& name, std::uint32_t owner_index, std::uint32_t max_message,
+                       std::uint64_t ring_bytes, const std::vector<RingKey>& rings, Segment* out) {
+  const std::uint64_t size = first_ring_offset(rings.size()) + rings.size() * ring_stride(ring_bytes);
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    // Only a crash between create and unlink leaves a name behind; the pid in the name makes it ours.
+    SC_LOG_WARN("removing stale shm segment %s", name.c_str());
+    shm_unlink(name.c_str());
+    fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  }
+  if (fd < 0) return Status(ErrorCode::system_error, "shm_open of " + name + " failed: " + errno_text(errno));
+  Segment segment;
+  segment.name_ = name;
+  segment.linked_ = true;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    close(fd);
+    return Status(ErrorCode::system_error, "ftruncate of shm segment " + name + " to " + std::to_string(size) +
+                                               " bytes failed: " + errno_text(err) + " (is /dev/shm large enough?)");
+  }
+  Status status = map_fd(fd, size, name, &segment.base_);
+  close(fd);
+  if (!status.ok()) return status;
+  segment.size_ = size;
+
+  // ftruncate gave zeroed pages; construct the shared objects in place before publishing the name.
+  auto* header = new (segment.base_) SegmentHeader{};
+  header->magic = kSegmentMagic;
+  header->version = kSegmentVersion;
+  header->owner_index = owner_index;
+  header->ring_count = static_cast<std::uint32_t>(rings.size());
+  header->max_message = max_message;
+  header->ring_bytes = ring_bytes;
+  header->total_bytes = size;
+  header->closed.store(0, std::memory_order_relaxed);
+  RingEntry* entries = table(segment.base_);
+  for (std::size_t i = 0; i < rings.size(); ++i) {
+    const std::uint64_t offset = first_ring_offset(rings.size()) + i * ring_stride(ring_bytes);
+    entries[i] = RingEntry{rings[i].sender, rings[i].channel, offset};
+    new (segment.base_ + offset) RingControl{};
+  }
+  std::atomic_thread_fence(std::memory_order_release);
+  *out = std::move(segment);
+  return Status::Ok();
+}
+
+Status Segment::open(const std::string& name, std::uint32_t owner_index, const std::string& owner, Segment* out) {
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0)
+    return Status(ErrorCode::system_error, "shm_open of " + owner + "'s segment " + name + " failed: " + errno_text(errno) +
+                                               " (are both processes in one ipc namespace?)");
+  struct stat info {};
+  if (fstat(fd, &info) != 0) {
+    int err = errno;
+    close(fd);
+    return Status(ErrorCode::system_error, "fstat of " + owner + "'s shm segment " + name + " failed: " + errno_text(err));
+  }
+  const auto size = static_cast<std::uint64_t>(info.st_size);
+  Segment segment;
+  segment.name_ = name;
+  if (size < first_ring_offset(0)) {
+    close(fd);
+    return Status(ErrorCode::protocol_error, owner + "'s shm segment " + name + " is too small (" + std::to_string(size) +
+                                                 " bytes) to hold a header");
+  }
+  Status status = map_fd(fd, size, name, &segment.base_);
+  close(fd);
+  if (!status.ok()) return status;
+  segment.size_ = size;
+
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const SegmentHeader* header = segment.header();
+  auto bad = [&](const std::string& what) {
+    return Status(ErrorCode::protocol_error, owner + "'s shm segment " + name + " is invalid: " + what);
+  };
+  if (header->magic != kSegmentMagic) return bad("bad magic");
+  if (header->version != kSegmentVersion)
+    return Status(ErrorCode::mismatch, owner + "'s shm segment has layout version " + std::to_string(header->version) +
+                                           ", this process expects " + std::to_string(kSegmentVersion));
+  if (header->owner_index != owner_index)
+    return bad("it belongs to process " + std::to_string(header->owner_index) + ", not " + std::to_string(owner_index));
+  const std::uint64_t ring_bytes = header->ring_bytes;
+  if (ring_bytes < 64 || (ring_bytes & (ring_bytes - 1)) != 0 || ring_bytes > (std::uint64_t{1} << 40))
+    return bad("ring size " + std::to_string(ring_bytes) + " is not a sane power of two");
+  if (header->ring_count > (1u << 20)) return bad("ring count " + std::to_string(header->ring_count));
+  const std::uint64_t expected = first_ring_offset(header->ring_count) + header->ring_count * ring_stride(ring_bytes);
+  if (header->total_bytes != expected || size < expected)
+    return bad("size " + std::to_string(size) + " does not match its " + std::to_string(header->ring_count) + " rings");
+  const RingEntry* entries = table(segment.base_);
+  for (std::uint32_t i = 0; i < header->ring_count; ++i) {
+    const std::uint64_t offset = entries[i].offset;
+    if (offset < first_ring_offset(header->ring_count) || offset % 64 != 0 || offset + ring_stride(ring_bytes) > size)
+      return bad("ring " + std::to_string(i) + " lies outside the segment");
+  }
+  *out = std::move(segment);
+  return Status::Ok();
+}
+
+RingControl* Segment::ring(std::uint32_t sender, std::uint32_t channel) const {
+  const RingEntry* entries = table(base_);
+  for (std::uint32_t i = 0; i < header()->ring_count; ++i) {
+    if (entries[i].sender == sender && entries[i].channel == channel)
+      return reinterpret_cast<RingControl*>(base_ + entries[i].offset);
+  }
+  return nullptr;
+}
+
+std::string segment_name(const std::string& key_prefix, std::int64_t owner_pid, std::uint32_t index) {
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a: the prefix may hold any byte
+  for (unsigned char c : key_prefix) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  char name[96];
+  std::snprintf(name, sizeof name, "/sparcoll-%016llx-%lld-%u", static_cast<unsigned long long>(hash),
+                static_cast<long long>(owner_pid), index);
+  return name;
+}
+
+}  // namespace sparcoll::transport::shm

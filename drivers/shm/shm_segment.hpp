@@ -1,0 +1,86 @@
+// One POSIX shared-memory segment per process, holding that process's INBOUND rings: one per
+// (sending peer, channel). Peers map it and write into their own ring; the owner reads.
+//
+// Layout: SegmentHeader | RingEntry[ring_count] | rings, each a RingControl followed by
+// ring_bytes of data, 64-byte aligned. The entry table lets a sender find its rings without
+// knowing the receiver's peer list; every field is checked against the segment size on open.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shm_ring.hpp"
+#include "sparcoll/status.hpp"
+
+namespace sparcoll::transport::shm {
+
+inline constexpr std::uint64_t kSegmentMagic = 0x3130474553435053ull;  // "SPCSEG01"
+inline constexpr std::uint32_t kSegmentVersion = 1;
+
+struct SegmentHeader {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t owner_index;  // process index of the owner (the receiver)
+  std::uint32_t ring_count;
+  std::uint32_t max_message;  // largest message the owner accepts
+  std::uint64_t ring_bytes;   // data bytes per ring, a power of two
+  std::uint64_t total_bytes;  // size of the whole segment
+  alignas(64) std::atomic<std::uint32_t> closed;  // set by the owner's driver destructor
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "the closed flag is shared between processes");
+
+struct RingEntry {
+  std::uint32_t sender;   // process index of the peer that writes this ring
+  std::uint32_t channel;
+  std::uint64_t offset;   // of the RingControl, from the segment start
+};
+static_assert(sizeof(RingEntry) == 16, "ring table entries are packed");
+
+struct RingKey {
+  std::uint32_t sender;
+  std::uint32_t channel;
+};
+
+class Segment {
+ public:
+  Segment() = default;
+  Segment(Segment&& other) noexcept { *this = std::move(other); }
+  Segment& operator=(Segment&& other) noexcept;
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  ~Segment();
+
+  // Creates and maps segment `name` with one ring per key. If a stale segment of that name is
+  // left over from a crashed run, it is replaced.
+  static Status create(const std::string& name, std::uint32_t owner_index, std::uint32_t max_message,
+                       std::uint64_t ring_bytes, const std::vector<RingKey>& rings, Segment* out);
+  // Maps a peer's segment and checks its header and ring table; `owner` names the peer in errors.
+  static Status open(const std::string& name, std::uint32_t owner_index, const std::string& owner, Segment* out);
+
+  // Removes the name (the memory lives on while mapped). Idempotent.
+  void unlink();
+
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  // The ring written by `sender` on `channel`, or nullptr if the segment has none.
+  RingControl* ring(std::uint32_t sender, std::uint32_t channel) const;
+  std::byte* ring_data(RingControl* control) const { return reinterpret_cast<std::byte*>(control + 1); }
+  std::uint64_t ring_bytes() const { return header()->ring_bytes; }
+
+ private:
+  void reset();  // unlink (if ours) and unmap
+
+  std::byte* base_ = nullptr;
+  std::uint64_t size_ = 0;
+  std::string name_;
+  bool linked_ = false;  // we created the name and have not removed it yet
+};
+
+// The segment name of process `index` with pid `owner_pid` in the job keyed by key_prefix:
+// "/sparcoll-<hash of prefix>-<pid>-<index>", short and free of '/' whatever the prefix holds;
+// the pid keeps two jobs that reuse a prefix on one host apart.
+std::string segment_name(const std::string& key_prefix, std::int64_t owner_pid, std::uint32_t index);
+
+}  // namespace sparcoll::transport::shm

@@ -1,0 +1,256 @@
+#include "tcp_channel.hpp"
+
+#include <endian.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "tcp_wire.hpp"
+#include "transport/setup_util.hpp"
+
+namespace sparcoll::transport::tcp {
+namespace {
+
+// Read-ahead: with small messages one recv() brings in many frames.
+constexpr std::size_t kMinReceiveBuffer = 256 * 1024;
+// Sized for a bandwidth-delay product well above loopback's; larger messages get two frames' worth.
+constexpr std::size_t kMinSendQueue = 2 * 1024 * 1024;
+constexpr int kMaxEventsPerPoll = 64;
+
+std::size_t next_power_of_two(std::size_t n) {
+  std::size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+TcpChannel::TcpChannel(std::uint32_t index, std::uint32_t max_message, std::size_t process_count)
+    : index_(index), max_message_(max_message), slot_of_(process_count, -1) {
+  max_frame_ = static_cast<std::size_t>(frame_bytes(max_message));
+  rx_capacity_ = std::max(2 * max_frame_, kMinReceiveBuffer);
+}
+
+Status TcpChannel::create(std::uint32_t index, std::uint32_t max_message, std::size_t process_count,
+                          std::vector<PeerConnection> peers, std::unique_ptr<TcpChannel>* out) {
+  std::unique_ptr<TcpChannel> channel(new TcpChannel(index, max_message, process_count));
+  const std::size_t queue_bytes = next_power_of_two(std::max(2 * channel->max_frame_, kMinSendQueue));
+  channel->peers_.resize(peers.size());
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    Peer& peer = channel->peers_[i];
+    peer.index = peers[i].index;
+    peer.label = std::move(peers[i].label);
+    peer.fd = peers[i].fd;  // owned (and closed) by the channel from here on, even on error
+    peer.queue = SendQueue(queue_bytes);
+    peer.rx.reset(new std::byte[channel->rx_capacity_]);  // operator new[]: 16-byte aligned
+    channel->slot_of_[peer.index] = static_cast<std::int32_t>(i);
+  }
+  channel->epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  if (channel->epoll_ < 0)
+    return Status(ErrorCode::system_error, "epoll_create1 for tcp channel " + std::to_string(index) + " failed: " + errno_text(errno));
+  for (std::size_t i = 0; i < channel->peers_.size(); ++i) {
+    epoll_event event{};
+    event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    event.data.u32 = static_cast<std::uint32_t>(i);
+    if (epoll_ctl(channel->epoll_, EPOLL_CTL_ADD, channel->peers_[i].fd, &event) != 0)
+      return Status(ErrorCode::system_error, "epoll_ctl for " + channel->peers_[i].label + " on tcp channel " +
+                                                 std::to_string(index) + " failed: " + errno_text(errno));
+  }
+  *out = std::move(channel);
+  return Status::Ok();
+}
+
+TcpChannel::~TcpChannel() {
+  for (Peer& peer : peers_)
+    if (peer.fd >= 0) close(peer.fd);
+  if (epoll_ >= 0) close(epoll_);
+}
+
+SendResult TcpChannel::send(std::uint32_t peer, const struct iovec* iov, int iovcnt) {
+  if (!error_.ok()) return SendResult::error;
+  if (peer >= slot_of_.size() || slot_of_[peer] < 0) {
+    error_ = Status(ErrorCode::invalid_argument, "send to process " + std::to_string(peer) +
+                                                     ", which is not a peer of tcp channel " + std::to_string(index_));
+    return SendResult::error;
+  }
+  Peer& target = peers_[static_cast<std::size_t>(slot_of_[peer])];
+  std::uint64_t len = 0;
+  for (int i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
+  if (len > max_message_) {
+    error_ = Status(ErrorCode::invalid_argument, "message of " + std::to_string(len) + " bytes to " + target.label +
+                                                     " exceeds the max message of " + std::to_string(max_message_) +
+                                                     " bytes on tcp channel " + std::to_string(index_));
+    return SendResult::error;
+  }
+  const std::uint64_t bytes = frame_bytes(len);
+  if (target.queue.free_bytes() < bytes) return SendResult::no_resource;
+  const FrameHeader header{htole32(static_cast<std::uint32_t>(len)), 0};
+  target.queue.push(&header, sizeof header);
+  for (int i = 0; i < iovcnt; ++i) target.queue.push(iov[i].iov_base, iov[i].iov_len);
+  static constexpr std::byte kZeros[8] = {};
+  target.queue.push(kZeros, bytes - sizeof header - len);
+  return SendResult::ok;
+}
+
+int TcpChannel::poll(ReceivedMessage* out, int max) {
+  if (!error_.ok()) return -1;
+  // Messages handed out by the previous poll are released: compact only when the free tail
+  // could not take a whole frame, so the common case moves nothing.
+  for (Peer& peer : peers_) {
+    if (peer.rx_start == peer.rx_end) {
+      peer.rx_start = peer.rx_end = 0;
+    } else if (peer.rx_start > 0 && rx_capacity_ - peer.rx_end < max_frame_) {
+      std::memmove(peer.rx.get(), peer.rx.get() + peer.rx_start, peer.rx_end - peer.rx_start);
+      peer.rx_end -= peer.rx_start;
+      peer.rx_start = 0;
+    }
+  }
+  wait_events();
+  for (Peer& peer : peers_)
+    if (peer.writable && peer.write_errno == 0 && !peer.queue.empty()) flush(peer);
+
+  int n = 0;
+  const std::size_t count = peers_.size();
+  for (std::size_t k = 0; k < count && n < max; ++k) {
+    std::size_t slot = next_first_ + k;
+    if (slot >= count) slot -= count;
+    Peer& peer = peers_[slot];
+    n = deliver(peer, out, n, max);
+    if (n < 0) return -1;
+    if (n < max && peer.readable && !peer.closed && peer.read_errno == 0) {
+      receive(peer);
+      n = deliver(peer, out, n, max);
+      if (n < 0) return -1;
+    }
+  }
+  if (++next_first_ >= count) next_first_ = 0;
+
+  for (Peer& peer : peers_) {
+    if (!failed(peer)) continue;
+    check_closed(peer);
+    if (!error_.ok()) return n > 0 ? n : -1;  // the error shows at the next poll
+  }
+  return n;
+}
+
+bool TcpChannel::flushed() {
+  if (!error_.ok()) return true;  // nothing queued will ever leave: teardown must not wait for it
+  wait_events();
+  bool all_empty = true;
+  for (Peer& peer : peers_) {
+    if (peer.writable && peer.write_errno == 0 && !peer.queue.empty()) flush(peer);
+    // A peer that is gone will never take its queue: that must not hold teardown up.
+    const bool gone = peer.closed || peer.read_errno != 0 || peer.write_errno != 0;
+    all_empty = all_empty && (peer.queue.empty() || gone);
+  }
+  return all_empty;
+}
+
+void TcpChannel::wait_events() {
+  epoll_event events[kMaxEventsPerPoll];
+  const int n = epoll_wait(epoll_, events, kMaxEventsPerPoll, 0);
+  for (int i = 0; i < n; ++i) {
+    Peer& peer = peers_[events[i].data.u32];
+    const std::uint32_t ev = events[i].events;
+    if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) peer.readable = true;
+    if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) peer.writable = true;
+  }
+}
+
+void TcpChannel::flush(Peer& peer) {
+  while (!peer.queue.empty()) {
+    struct iovec iov[2];
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = static_cast<std::size_t>(peer.queue.readable(iov));
+    const std::size_t wanted = iov[0].iov_len + (message.msg_iovlen == 2 ? iov[1].iov_len : 0);
+    const ssize_t sent = sendmsg(peer.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent >= 0) {
+      peer.queue.consume(static_cast<std::size_t>(sent));
+      if (static_cast<std::size_t>(sent) < wanted) break;  // socket buffer full: wait for EPOLLOUT
+      continue;
+    }
+    if (errno == EINTR) continue;
+    // EPIPE, ECONNRESET: the peer is gone. Keep reading: its last frames come first, and
+    // recv() then reports how the connection ended.
+    if (errno != EAGAIN && errno != EWOULDBLOCK) peer.write_errno = errno;
+    break;
+  }
+  if (!peer.queue.empty()) peer.writable = false;
+}
+
+void TcpChannel::receive(Peer& peer) {
+  const std::size_t room = rx_capacity_ - peer.rx_end;
+  if (room == 0) return;  // full of frames not yet handed out; stays readable
+  for (;;) {
+    const ssize_t got = recv(peer.fd, peer.rx.get() + peer.rx_end, room, MSG_DONTWAIT);
+    if (got > 0) {
+      peer.rx_end += static_cast<std::size_t>(got);
+      // A short read drained the socket; the next arrival raises a new edge.
+      if (static_cast<std::size_t>(got) < room) peer.readable = false;
+      return;
+    }
+    if (got == 0) {
+      peer.closed = true;
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      peer.readable = false;
+    } else {
+      peer.read_errno = errno;
+    }
+    return;
+  }
+}
+
+int TcpChannel::deliver(Peer& peer, ReceivedMessage* out, int n, int max) {
+  while (n < max) {
+    const std::size_t available = peer.rx_end - peer.rx_start;
+    if (available < sizeof(FrameHeader)) break;
+    FrameHeader header;
+    std::memcpy(&header, peer.rx.get() + peer.rx_start, sizeof header);
+    const std::uint32_t len = le32toh(header.len);
+    if (header.reserved != 0) {
+      error_ = Status(ErrorCode::protocol_error, "malformed frame header from " + peer.label + " on tcp channel " +
+                                                     std::to_string(index_));
+      return -1;
+    }
+    if (len > max_message_) {
+      error_ = Status(ErrorCode::protocol_error, peer.label + " sent a frame of " + std::to_string(len) +
+                                                     " bytes on tcp channel " + std::to_string(index_) +
+                                                     ", above the max message of " + std::to_string(max_message_) + " bytes");
+      return -1;
+    }
+    const std::size_t bytes = static_cast<std::size_t>(frame_bytes(len));
+    if (available < bytes) break;
+    out[n++] = ReceivedMessage{peer.index, peer.rx.get() + peer.rx_start + sizeof(FrameHeader), len};
+    peer.rx_start += bytes;
+  }
+  return n;
+}
+
+void TcpChannel::check_closed(Peer& peer) {
+  const std::size_t left = peer.rx_end - peer.rx_start;
+  if (left >= sizeof(FrameHeader)) {
+    FrameHeader header;
+    std::memcpy(&header, peer.rx.get() + peer.rx_start, sizeof header);
+    if (left >= frame_bytes(le32toh(header.len))) return;  // a whole frame is still to be delivered
+  }
+  const std::string where = " on tcp channel " + std::to_string(index_);
+  if (peer.closed) {
+    error_ = Status(ErrorCode::peer_failure, peer.label + " closed the connection" + where +
+                                                 (left > 0 ? " in the middle of a message" : ""));
+  } else {
+    const int err = peer.read_errno != 0 ? peer.read_errno : peer.write_errno;
+    if (err == ECONNRESET || err == EPIPE)
+      error_ = Status(ErrorCode::peer_failure, peer.label + " reset the connection" + where);
+    else
+      error_ = Status(ErrorCode::peer_failure, "connection to " + peer.label + where + " failed: " + errno_text(err));
+  }
+}
+
+}  // namespace sparcoll::transport::tcp

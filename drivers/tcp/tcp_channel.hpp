@@ -1,0 +1,78 @@
+// One tcp channel: a connection to each peer, one epoll, edge-triggered.
+//
+// send() copies the frame into the peer's SendQueue (no syscall). poll():
+//   1. compacts receive buffers (messages handed out last time are released now),
+//   2. writes queued frames of writable peers (one sendmsg each),
+//   3. hands out complete frames already buffered,
+//   4. epoll_wait(0) once, recv()s into each readable peer's buffer, hands out new frames,
+//   5. reports a peer that closed or reset its connection once its last frames are delivered.
+// The receive buffer holds at least two max frames, so a partial frame always has room.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tcp_send_queue.hpp"
+#include "transport/driver.hpp"
+
+namespace sparcoll::transport::tcp {
+
+struct PeerConnection {
+  std::uint32_t index = 0;  // process index
+  std::string label;        // "rank 2 (127.0.0.1:40123)"
+  int fd = -1;              // owned by the channel from here on
+};
+
+class TcpChannel final : public Channel {
+ public:
+  // Creates the epoll set and buffers; fails only on a system error.
+  static Status create(std::uint32_t index, std::uint32_t max_message, std::size_t process_count,
+                       std::vector<PeerConnection> peers, std::unique_ptr<TcpChannel>* out);
+  ~TcpChannel() override;
+
+  std::uint32_t max_message() const override { return max_message_; }
+  SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) override;
+  int poll(ReceivedMessage* out, int max) override;
+  bool flushed() override;
+  const Status& error() const override { return error_; }
+
+ private:
+  struct Peer {
+    std::uint32_t index = 0;
+    std::string label;
+    int fd = -1;
+    SendQueue queue;
+    bool writable = true;   // edge-triggered: false after EAGAIN until EPOLLOUT
+    bool readable = true;   // edge-triggered: false after a short read until EPOLLIN
+    bool closed = false;    // recv returned 0
+    int read_errno = 0;     // recv failed (ECONNRESET...)
+    int write_errno = 0;    // sendmsg failed (EPIPE...): reported once nothing is left to read
+    std::unique_ptr<std::byte[]> rx;
+    std::size_t rx_start = 0;  // first byte not handed out
+    std::size_t rx_end = 0;    // end of received bytes
+  };
+
+  TcpChannel(std::uint32_t index, std::uint32_t max_message, std::size_t process_count);
+  void wait_events();                       // epoll_wait(0), sets writable/readable
+  void flush(Peer& peer);                   // sendmsg of queued bytes
+  void receive(Peer& peer);                 // one recv into the free end of rx
+  int deliver(Peer& peer, ReceivedMessage* out, int n, int max);  // complete frames -> out
+  static bool failed(const Peer& peer) {
+    return peer.closed || peer.read_errno != 0 || (peer.write_errno != 0 && !peer.readable);
+  }
+  void check_closed(Peer& peer);            // peer_failure once a failed peer is drained
+
+  std::uint32_t index_;
+  std::uint32_t max_message_;
+  std::size_t rx_capacity_ = 0;
+  std::size_t max_frame_ = 0;
+  int epoll_ = -1;
+  std::vector<Peer> peers_;
+  std::vector<std::int32_t> slot_of_;  // process index -> position in peers_, -1 if not a peer
+  std::size_t next_first_ = 0;         // round-robin start of delivery
+  Status error_;
+};
+
+}  // namespace sparcoll::transport::tcp

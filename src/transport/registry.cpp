@@ -1,0 +1,61 @@
+// create_driver / available_drivers: the only place that knows which drivers exist.
+#include <string>
+#include <vector>
+
+#include "transport/driver.hpp"
+#include "transport/driver_factories.hpp"
+#include "transport/setup_util.hpp"
+
+namespace sparcoll::transport {
+namespace {
+
+using Factory = Status (*)(const DriverContext&, std::unique_ptr<Driver>*);
+
+struct Entry {
+  const char* name;
+  Factory create;
+};
+
+// In order of preference for "auto" selection by the caller: fastest first.
+const Entry kDrivers[] = {
+#ifdef SPARCOLL_DRIVER_RDMA
+    {"rdma", &create_rdma_driver},
+#endif
+#ifdef SPARCOLL_DRIVER_DPDK
+    {"dpdk", &create_dpdk_driver},
+#endif
+#ifdef SPARCOLL_DRIVER_SHM
+    {"shm", &create_shm_driver},
+#endif
+#ifdef SPARCOLL_DRIVER_TCP
+    {"tcp", &create_tcp_driver},
+#endif
+    {nullptr, nullptr},
+};
+
+}  // namespace
+
+std::vector<std::string> available_drivers() {
+  std::vector<std::string> names;
+  for (const Entry* entry = kDrivers; entry->name != nullptr; ++entry) names.emplace_back(entry->name);
+  return names;
+}
+
+Status create_driver(std::string_view name, const DriverContext& ctx, std::unique_ptr<Driver>* out) {
+  for (const Entry* entry = kDrivers; entry->name != nullptr; ++entry) {
+    if (name != entry->name) continue;
+    Status status = check_context(ctx);
+    if (!status.ok()) return status;
+    std::unique_ptr<Driver> driver;
+    status = entry->create(ctx, &driver);
+    if (!status.ok()) return status;
+    *out = std::move(driver);
+    return Status::Ok();
+  }
+  std::string known;
+  for (const std::string& available : available_drivers()) known += (known.empty() ? "" : ", ") + available;
+  return Status(ErrorCode::unsupported, "transport '" + std::string(name) + "' is not built into this library (available: " +
+                                            (known.empty() ? "none" : known) + ")");
+}
+
+}  // namespace sparcoll::transport

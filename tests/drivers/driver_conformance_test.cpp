@@ -1,0 +1,305 @@
+// The semantics every driver must meet, run over every driver built into the library
+// (available_drivers()), with N processes as threads: delivery, order, gathered sends,
+// back-pressure and the message size limit. Failure handling is driver_failure_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "driver_cluster.hpp"
+
+namespace sparcoll::test {
+namespace {
+
+using transport::Channel;
+using transport::ReceivedMessage;
+using transport::SendResult;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kTestDeadline = std::chrono::seconds(20);
+
+class DriverConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  ClusterConfig config(std::uint32_t processes, std::uint32_t channels, std::uint32_t max_message = 4096) {
+    ClusterConfig c;
+    c.driver = GetParam();
+    c.processes = processes;
+    c.channels = channels;
+    c.max_message = max_message;
+    return c;
+  }
+};
+
+bool same_bytes(const ReceivedMessage& got, const TestMessage& want) {
+  return got.size == want.size && std::memcmp(got.data, want.bytes, want.size) == 0;
+}
+
+TEST_P(DriverConformance, ReportsItsNameAndLimits) {
+  DriverCluster cluster(config(2, 2));
+  ASSERT_TRUE(cluster.start().ok());
+  EXPECT_EQ(cluster.driver(0).name(), GetParam());
+  EXPECT_EQ(cluster.driver(0).channel(1).max_message(), 4096u);
+  EXPECT_TRUE(cluster.driver(0).channel(0).flushed());
+}
+
+// Every process pings every peer on every channel; each answers every ping with a pong that
+// echoes it; everyone counts its pongs.
+struct PingPong {
+  std::uint32_t kind;  // 1 ping, 2 pong
+  std::uint32_t from;
+  std::uint32_t to;
+  std::uint32_t channel;
+};
+
+SendResult send_ping_pong(Channel& channel, const PingPong& message) {
+  struct iovec iov = {const_cast<PingPong*>(&message), sizeof message};
+  return channel.send(message.to, &iov, 1);
+}
+
+TEST_P(DriverConformance, PingPongAllToAll) {
+  for (std::uint32_t processes = 2; processes <= 4; ++processes) {
+    SCOPED_TRACE("processes " + std::to_string(processes));
+    DriverCluster cluster(config(processes, 2));
+    Status started = cluster.start();
+    ASSERT_TRUE(started.ok()) << started.to_string();
+    std::atomic<std::uint32_t> done{0};
+    cluster.run([&](std::uint32_t self) {
+      const std::uint32_t expected = (processes - 1) * 2;
+      std::uint32_t pongs = 0;
+      for (std::uint32_t c = 0; c < 2; ++c) {
+        for (std::uint32_t peer = 0; peer < processes; ++peer) {
+          if (peer == self) continue;
+          EXPECT_EQ(send_ping_pong(cluster.driver(self).channel(c), PingPong{1, self, peer, c}), SendResult::ok);
+        }
+      }
+      const auto give_up = Clock::now() + kTestDeadline;
+      // Keep polling until everyone has its pongs, so no answer is left unsent.
+      while (done.load() < processes && Clock::now() < give_up) {
+        bool idle = true;
+        for (std::uint32_t c = 0; c < 2; ++c) {
+          Channel& channel = cluster.driver(self).channel(c);
+          ReceivedMessage got[8];
+          const int k = channel.poll(got, 8);
+          ASSERT_GE(k, 0) << channel.error().to_string();
+          for (int m = 0; m < k; ++m) {
+            idle = false;
+            ASSERT_EQ(got[m].size, sizeof(PingPong));
+            PingPong message;
+            std::memcpy(&message, got[m].data, sizeof message);
+            EXPECT_EQ(message.from, got[m].peer);
+            EXPECT_EQ(message.to, self);
+            EXPECT_EQ(message.channel, c) << "a message crossed channels";
+            if (message.kind == 2) {
+              if (++pongs == expected) done.fetch_add(1);
+              continue;
+            }
+            SendResult sent;
+            while ((sent = send_ping_pong(channel, PingPong{2, self, got[m].peer, c})) == SendResult::no_resource)
+              std::this_thread::yield();
+            EXPECT_EQ(sent, SendResult::ok);
+          }
+        }
+        if (idle) std::this_thread::yield();
+      }
+      EXPECT_EQ(pongs, expected) << "rank " << self;
+    });
+  }
+}
+
+// 10k messages per (sender, receiver, channel) of sizes 1..max_message, sent as gathered
+// iovecs as fast as back-pressure allows, must arrive complete and in order.
+TEST_P(DriverConformance, ManyMessagesArriveInOrder) {
+  constexpr std::uint32_t kProcesses = 3;
+  constexpr std::uint32_t kChannels = 2;
+  constexpr std::uint64_t kPerPeer = 10000;
+  DriverCluster cluster(config(kProcesses, kChannels));
+  Status started = cluster.start();
+  ASSERT_TRUE(started.ok()) << started.to_string();
+  std::atomic<std::uint32_t> finished{0};
+  cluster.run([&](std::uint32_t self) {
+    std::uint64_t next_send[kChannels][kProcesses] = {};
+    std::uint64_t next_recv[kChannels][kProcesses] = {};
+    std::uint64_t received = 0;
+    const std::uint64_t expected = kPerPeer * (kProcesses - 1) * kChannels;
+    bool counted = false;
+    const auto give_up = Clock::now() + kTestDeadline;
+    while (finished.load() < kProcesses) {
+      if (Clock::now() > give_up) {
+        ADD_FAILURE() << "rank " << self << " received " << received << " of " << expected << " messages";
+        return;
+      }
+      bool idle = true;
+      for (std::uint32_t c = 0; c < kChannels; ++c) {
+        Channel& channel = cluster.driver(self).channel(c);
+        for (std::uint32_t peer = 0; peer < kProcesses; ++peer) {
+          if (peer == self) continue;
+          // A burst per peer, until back-pressure.
+          for (int burst = 0; burst < 64 && next_send[c][peer] < kPerPeer; ++burst) {
+            const SendResult r = send_gathered(channel, peer, test_message(next_send[c][peer], self, peer, c, 4096));
+            ASSERT_NE(r, SendResult::error) << channel.error().to_string();
+            if (r == SendResult::no_resource) break;
+            ++next_send[c][peer];
+            idle = false;
+          }
+        }
+        ReceivedMessage got[32];
+        const int k = channel.poll(got, 32);
+        ASSERT_GE(k, 0) << channel.error().to_string();
+        for (int m = 0; m < k; ++m) {
+          const std::uint32_t from = got[m].peer;
+          ASSERT_LT(from, kProcesses);
+          ASSERT_EQ(reinterpret_cast<std::uintptr_t>(got[m].data) % 8, 0u) << "misaligned message";
+          const TestMessage want = test_message(next_recv[c][from], from, self, c, 4096);
+          ASSERT_TRUE(same_bytes(got[m], want)) << "rank " << self << " channel " << c << ": message "
+                                                << next_recv[c][from] << " from rank " << from << " is wrong or out of order";
+          ++next_recv[c][from];
+          ++received;
+          idle = false;
+        }
+      }
+      if (!counted && received == expected) {
+        counted = true;
+        finished.fetch_add(1);
+      }
+      if (idle) std::this_thread::yield();
+    }
+    for (std::uint32_t c = 0; c < kChannels; ++c)
+      for (std::uint32_t peer = 0; peer < kProcesses; ++peer)
+        if (peer != self) {
+          EXPECT_EQ(next_recv[c][peer], kPerPeer);
+        }
+  });
+}
+
+// The sender fills the path to a receiver that does not poll until send() says no_resource
+// (and keeps saying it), then the receiver drains: nothing lost, duplicated or reordered.
+TEST_P(DriverConformance, BackPressureLosesNothing) {
+  constexpr std::uint32_t kSize = 1024;
+  DriverCluster cluster(config(2, 2));
+  Status started = cluster.start();
+  ASSERT_TRUE(started.ok()) << started.to_string();
+  std::atomic<bool> full{false};
+  std::atomic<std::uint64_t> total{0};
+  cluster.run([&](std::uint32_t self) {
+    Channel& channel = cluster.driver(self).channel(1);
+    std::byte payload[kSize] = {};
+    const auto give_up = Clock::now() + kTestDeadline;
+    if (self == 0) {
+      std::uint64_t seq = 0;
+      int refused_in_a_row = 0;
+      // Phase 1: fill. Polling our own channel lets tcp move its queue into the kernel.
+      while (refused_in_a_row < 50 && Clock::now() < give_up) {
+        std::memcpy(payload, &seq, sizeof seq);
+        struct iovec iov = {payload, kSize};
+        const SendResult r = channel.send(1, &iov, 1);
+        ASSERT_NE(r, SendResult::error) << channel.error().to_string();
+        if (r == SendResult::ok) {
+          ++seq;
+          refused_in_a_row = 0;
+          continue;
+        }
+        ++refused_in_a_row;
+        ReceivedMessage got[4];
+        ASSERT_EQ(channel.poll(got, 4), 0);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      ASSERT_EQ(refused_in_a_row, 50) << "send() never reported no_resource";
+      const std::uint64_t filled = seq;
+      EXPECT_GT(filled, 0u);
+      full.store(true);
+      // Phase 2: as many again while the receiver drains.
+      while (seq < 2 * filled && Clock::now() < give_up) {
+        std::memcpy(payload, &seq, sizeof seq);
+        struct iovec iov = {payload, kSize};
+        const SendResult r = channel.send(1, &iov, 1);
+        ASSERT_NE(r, SendResult::error) << channel.error().to_string();
+        if (r == SendResult::ok) ++seq;
+        ReceivedMessage got[4];
+        ASSERT_EQ(channel.poll(got, 4), 0);
+        if (r == SendResult::no_resource) std::this_thread::yield();
+      }
+      total.store(seq);
+      while (!channel.flushed() && Clock::now() < give_up) std::this_thread::yield();
+    } else {
+      while (!full.load() && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::uint64_t expect = 0;
+      while ((total.load() == 0 || expect < total.load()) && Clock::now() < give_up) {
+        ReceivedMessage got[16];
+        const int k = channel.poll(got, 16);
+        ASSERT_GE(k, 0) << channel.error().to_string();
+        for (int m = 0; m < k; ++m) {
+          ASSERT_EQ(got[m].size, kSize);
+          std::uint64_t seq = 0;
+          std::memcpy(&seq, got[m].data, sizeof seq);
+          ASSERT_EQ(seq, expect) << "lost, duplicated or reordered";
+          ++expect;
+        }
+        if (k == 0) std::this_thread::yield();
+      }
+      EXPECT_EQ(expect, total.load());
+    }
+  });
+}
+
+TEST_P(DriverConformance, RejectsOversizedSend) {
+  DriverCluster cluster(config(2, 1, 1000));
+  ASSERT_TRUE(cluster.start().ok());
+  Channel& channel = cluster.driver(0).channel(0);
+  std::byte payload[1001] = {};
+  struct iovec iov[2] = {{payload, 600}, {payload + 600, 401}};
+  EXPECT_EQ(channel.send(1, iov, 2), SendResult::error);
+  EXPECT_EQ(channel.error().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(channel.error().message().find("exceeds the max message of 1000 bytes"), std::string::npos)
+      << channel.error().message();
+}
+
+TEST_P(DriverConformance, MaxMessageAndEmptyMessageArrive) {
+  DriverCluster cluster(config(2, 1, 1000));
+  ASSERT_TRUE(cluster.start().ok());
+  std::vector<std::byte> big(1000, std::byte{0x5a});
+  struct iovec iov[2] = {{big.data(), 1000}, {nullptr, 0}};
+  ASSERT_EQ(cluster.driver(0).channel(0).send(1, &iov[0], 1), SendResult::ok);
+  ASSERT_EQ(cluster.driver(0).channel(0).send(1, &iov[1], 1), SendResult::ok);
+  std::vector<std::uint32_t> sizes;
+  const auto give_up = Clock::now() + kTestDeadline;
+  while (sizes.size() < 2 && Clock::now() < give_up) {
+    ReceivedMessage got[4];
+    ASSERT_GE(cluster.driver(0).channel(0).poll(got, 4), 0);  // progresses tcp's queue
+    const int k = cluster.driver(1).channel(0).poll(got, 4);
+    ASSERT_GE(k, 0);
+    for (int m = 0; m < k; ++m) {
+      EXPECT_EQ(got[m].peer, 0u);
+      if (got[m].size == 1000) {
+        EXPECT_EQ(std::memcmp(got[m].data, big.data(), 1000), 0);
+      }
+      sizes.push_back(got[m].size);
+    }
+    if (k == 0) std::this_thread::yield();
+  }
+  EXPECT_EQ(sizes, (std::vector<std::uint32_t>{1000, 0}));
+}
+
+TEST(DriverRegistry, UnknownDriverListsTheAvailableOnes) {
+  transport::DriverContext ctx;
+  std::unique_ptr<transport::Driver> driver;
+  Status status = transport::create_driver("carrier-pigeon", ctx, &driver);
+  EXPECT_EQ(status.code(), ErrorCode::unsupported);
+  EXPECT_NE(status.message().find("carrier-pigeon"), std::string::npos);
+  for (const std::string& name : transport::available_drivers())
+    EXPECT_NE(status.message().find(name), std::string::npos) << status.message();
+}
+
+TEST(DriverRegistry, BuildsShmAndTcp) {
+  const auto names = transport::available_drivers();
+  EXPECT_NE(std::find(names.begin(), names.end(), "shm"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "tcp"), names.end());
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, DriverConformance, ::testing::ValuesIn(transport::available_drivers()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+}  // namespace
+}  // namespace sparcoll::test
