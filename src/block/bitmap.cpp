@@ -1,0 +1,139 @@
+// Non-zero block bitmaps: the block loop, the split over TBB threads, and the scalar kernel.
+#include "block/bitmap.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "block/bitmap_kernels.hpp"
+
+#ifdef SPARCOLL_HAVE_TBB
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#endif
+
+namespace sparcoll::block {
+namespace {
+
+// Tensors above this size are scanned by several threads: below it, waking TBB workers costs
+// more than reading the bytes (a core scans several GB/s).
+constexpr std::size_t kParallelScanBytes = std::size_t{8} << 20;
+// Bytes each TBB task reads at least, so tasks stay long next to their scheduling cost.
+constexpr std::size_t kBytesPerTask = std::size_t{1} << 20;
+
+using AnyNonzeroFn = bool (*)(const unsigned char*, std::size_t, std::uint32_t) noexcept;
+
+struct ScanJob {
+  const unsigned char* data;
+  std::size_t total_bytes;
+  std::size_t block_bytes;
+  std::uint32_t nonzero_mask;
+  std::size_t nblocks;
+};
+
+// Fills bitmap words [first_word, end_word) in full, so threads given disjoint word ranges
+// never write the same word. Bits past the last block stay zero.
+template <AnyNonzeroFn any_nonzero>
+void scan_words(const ScanJob& job, std::size_t first_word, std::size_t end_word, std::uint64_t* bits) noexcept {
+  for (std::size_t w = first_word; w < end_word; ++w) {
+    const std::size_t first_block = w * 64;
+    const std::size_t end_block = std::min(first_block + 64, job.nblocks);
+    std::uint64_t word = 0;
+    for (std::size_t b = first_block; b < end_block; ++b) {
+      const std::size_t offset = b * job.block_bytes;
+      const std::size_t len = std::min(job.block_bytes, job.total_bytes - offset);
+      if (any_nonzero(job.data + offset, len, job.nonzero_mask)) word |= std::uint64_t{1} << (b - first_block);
+    }
+    bits[w] = word;
+  }
+}
+
+using ScanWordsFn = void (*)(const ScanJob&, std::size_t, std::size_t, std::uint64_t*) noexcept;
+
+AnyNonzeroFn any_nonzero_for(SimdLevel level) noexcept {
+  switch (level) {
+#if defined(__x86_64__)
+    case SimdLevel::avx512: return any_nonzero_avx512;
+    case SimdLevel::avx2: return any_nonzero_avx2;
+#endif
+    default: return any_nonzero_scalar;
+  }
+}
+
+ScanWordsFn scan_words_for(SimdLevel level) noexcept {
+  switch (level) {
+#if defined(__x86_64__)
+    case SimdLevel::avx512: return scan_words<any_nonzero_avx512>;
+    case SimdLevel::avx2: return scan_words<any_nonzero_avx2>;
+#endif
+    default: return scan_words<any_nonzero_scalar>;
+  }
+}
+
+}  // namespace
+
+bool any_nonzero_scalar(const unsigned char* p, std::size_t bytes, std::uint32_t mask) noexcept {
+  const std::uint64_t mask64 = (std::uint64_t{mask} << 32) | mask;
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    if (w & mask64) return true;
+  }
+  if (i + 4 <= bytes) {
+    std::uint32_t w;
+    std::memcpy(&w, p + i, 4);
+    if (w & mask) return true;
+    i += 4;
+  }
+  if (i + 2 <= bytes) {
+    std::uint16_t w;
+    std::memcpy(&w, p + i, 2);
+    if (w & static_cast<std::uint16_t>(mask)) return true;
+  }
+  return false;
+}
+
+std::size_t scan_nonzero_blocks_at(SimdLevel level, const void* data, std::size_t count, DataType dtype,
+                                   std::uint32_t block_elems, std::uint64_t* bits) noexcept {
+  if (block_elems == 0) return 0;  // no block geometry: there are no blocks to describe
+  const std::size_t esize = dtype_size(dtype);
+  const std::size_t nblocks = block_count(count, block_elems);
+  const std::size_t nwords = bitmap_words(nblocks);
+  if (esize == 0) {  // unknown dtype: report nothing to send rather than read past the tensor
+    std::fill_n(bits, nwords, std::uint64_t{0});
+    return 0;
+  }
+  const ScanJob job{static_cast<const unsigned char*>(data), count * esize, block_elems * esize, nonzero_mask(dtype),
+                    nblocks};
+  const ScanWordsFn scan = scan_words_for(level);
+#ifdef SPARCOLL_HAVE_TBB
+  if (job.total_bytes > kParallelScanBytes && nwords > 1) {
+    const std::size_t grain = std::max<std::size_t>(1, kBytesPerTask / (job.block_bytes * 64));
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nwords, grain),
+                      [&](const tbb::blocked_range<std::size_t>& r) { scan(job, r.begin(), r.end(), bits); });
+  } else {
+    scan(job, 0, nwords, bits);
+  }
+#else
+  scan(job, 0, nwords, bits);
+#endif
+  std::size_t nonzero = 0;
+  for (std::size_t w = 0; w < nwords; ++w) nonzero += static_cast<std::size_t>(std::popcount(bits[w]));
+  return nonzero;
+}
+
+bool is_zero_at(SimdLevel level, const void* data, std::size_t n, DataType dtype) noexcept {
+  const std::size_t esize = dtype_size(dtype);
+  if (esize == 0) return true;
+  return !any_nonzero_for(level)(static_cast<const unsigned char*>(data), n * esize, nonzero_mask(dtype));
+}
+
+std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                                std::uint64_t* bits) {
+  return scan_nonzero_blocks_at(simd_level(), data, count, dtype, block_elems, bits);
+}
+
+bool is_zero(const void* data, std::size_t n, DataType dtype) { return is_zero_at(simd_level(), data, n, dtype); }
+
+}  // namespace sparcoll::block

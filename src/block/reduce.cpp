@@ -1,0 +1,122 @@
+// Reduction entry points: run-time dispatch of the combining kernels, and the loads and stores
+// that are conversions or copies.
+#include "block/reduce.hpp"
+
+#include <cstring>
+
+#include "block/convert_kernels.hpp"
+#include "block/reduce_kernels.hpp"
+
+namespace sparcoll::block {
+namespace {
+
+// avg's divisor; 0 ranks (a caller bug) divides by 1 instead of producing Inf or a trap.
+std::uint32_t divisor(std::uint32_t nranks) noexcept { return nranks == 0 ? 1 : nranks; }
+
+// Half-width avg: divide into a stack chunk, then narrow it with the level's converter, so the
+// rounding is the same as narrowing an already divided fp32 value.
+void store_half_avg(SimdLevel level, DataType dt, const float* acc, std::size_t n, float d,
+                    std::uint16_t* out) noexcept {
+  constexpr std::size_t kChunk = 256;
+  float scaled[kChunk];
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t len = n - i < kChunk ? n - i : kChunk;
+    for (std::size_t j = 0; j < len; ++j) scaled[j] = acc[i + j] / d;
+    if (dt == DataType::f16)
+      f32_to_f16_at(level, scaled, out + i, len);
+    else
+      f32_to_bf16_at(level, scaled, out + i, len);
+  }
+}
+
+}  // namespace
+
+void acc_load_at(SimdLevel level, DataType dt, const void* src, void* acc, std::size_t n) noexcept {
+  switch (dt) {
+    case DataType::f32:
+    case DataType::i32:
+      if (n != 0) std::memcpy(acc, src, n * 4);
+      return;
+    case DataType::f16: return f16_to_f32_at(level, static_cast<const std::uint16_t*>(src), static_cast<float*>(acc), n);
+    case DataType::bf16:
+      return bf16_to_f32_at(level, static_cast<const std::uint16_t*>(src), static_cast<float*>(acc), n);
+  }
+}
+
+void acc_reduce_at(SimdLevel level, DataType dt, ReduceOp op, const void* src, void* acc, std::size_t n) noexcept {
+  switch (level) {
+#if defined(__x86_64__)
+    case SimdLevel::avx512: return acc_reduce_avx512(dt, op, src, acc, n);
+    case SimdLevel::avx2: return acc_reduce_avx2(dt, op, src, acc, n);
+#endif
+    default: return acc_reduce_scalar(dt, op, src, acc, n);
+  }
+}
+
+void acc_reduce_zero_at(SimdLevel level, DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept {
+  if (op == ReduceOp::sum || op == ReduceOp::avg) return;  // adding zero changes nothing
+  switch (level) {
+#if defined(__x86_64__)
+    case SimdLevel::avx512: return acc_reduce_zero_avx512(dt, op, acc, n);
+    case SimdLevel::avx2: return acc_reduce_zero_avx2(dt, op, acc, n);
+#endif
+    default: return acc_reduce_zero_scalar(dt, op, acc, n);
+  }
+}
+
+void acc_store_at(SimdLevel level, DataType dt, ReduceOp op, const void* acc, std::size_t n, std::uint32_t nranks,
+                  void* out) noexcept {
+  const auto* facc = static_cast<const float*>(acc);
+  auto* half_out = static_cast<std::uint16_t*>(out);
+  if (op != ReduceOp::avg) {
+    switch (dt) {
+      case DataType::f32:
+      case DataType::i32:
+        if (n != 0) std::memcpy(out, acc, n * 4);
+        return;
+      case DataType::f16: return f32_to_f16_at(level, facc, half_out, n);
+      case DataType::bf16: return f32_to_bf16_at(level, facc, half_out, n);
+    }
+    return;
+  }
+  const std::uint32_t d = divisor(nranks);
+  switch (dt) {
+    case DataType::f32: {
+      // A true division (not a multiply by 1/d) so the result is the correctly rounded quotient;
+      // the compiler vectorizes the loop.
+      auto* fout = static_cast<float*>(out);
+      const auto fd = static_cast<float>(d);
+      for (std::size_t i = 0; i < n; ++i) fout[i] = facc[i] / fd;
+      return;
+    }
+    case DataType::f16:
+    case DataType::bf16: return store_half_avg(level, dt, facc, n, static_cast<float>(d), half_out);
+    case DataType::i32: {
+      // 64-bit so a divisor above INT32_MAX stays positive; C++ division truncates toward zero.
+      const auto* iacc = static_cast<const std::int32_t*>(acc);
+      auto* iout = static_cast<std::int32_t*>(out);
+      for (std::size_t i = 0; i < n; ++i)
+        iout[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(iacc[i]) / static_cast<std::int64_t>(d));
+      return;
+    }
+  }
+}
+
+void acc_load(DataType dt, const void* src, void* acc, std::size_t n) noexcept {
+  acc_load_at(simd_level(), dt, src, acc, n);
+}
+void acc_reduce(DataType dt, ReduceOp op, const void* src, void* acc, std::size_t n) noexcept {
+  acc_reduce_at(simd_level(), dt, op, src, acc, n);
+}
+void acc_reduce_zero(DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept {
+  acc_reduce_zero_at(simd_level(), dt, op, acc, n);
+}
+void acc_zero(DataType dt, void* acc, std::size_t n) noexcept {
+  // All-zero bits are 0 for int32 and +0.0 for fp32, the two accumulator types.
+  if (n != 0) std::memset(acc, 0, n * acc_size(dt));
+}
+void acc_store(DataType dt, ReduceOp op, const void* acc, std::size_t n, std::uint32_t nranks, void* out) noexcept {
+  acc_store_at(simd_level(), dt, op, acc, n, nranks, out);
+}
+
+}  // namespace sparcoll::block
