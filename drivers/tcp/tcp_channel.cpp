@@ -157,6 +157,7 @@ void TcpChannel::wait_events() {
     Peer& peer = peers_[events[i].data.u32];
     const std::uint32_t ev = events[i].events;
     if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) peer.readable = true;
+    if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) peer.hangup = true;
     if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) peer.writable = true;
   }
 }
@@ -190,8 +191,9 @@ void TcpChannel::receive(Peer& peer) {
     const ssize_t got = recv(peer.fd, peer.rx.get() + peer.rx_end, room, MSG_DONTWAIT);
     if (got > 0) {
       peer.rx_end += static_cast<std::size_t>(got);
-      // A short read drained the socket; the next arrival raises a new edge.
-      if (static_cast<std::size_t>(got) < room) peer.readable = false;
+      // A short read drained the socket and the next arrival raises a new edge, but a hang-up
+      // already seen raises none: keep reading until recv() reports it.
+      if (static_cast<std::size_t>(got) < room && !peer.hangup) peer.readable = false;
       return;
     }
     if (got == 0) {

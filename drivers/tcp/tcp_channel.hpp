@@ -46,6 +46,7 @@ class TcpChannel final : public Channel {
     SendQueue queue;
     bool writable = true;   // edge-triggered: false after EAGAIN until EPOLLOUT
     bool readable = true;   // edge-triggered: false after a short read until EPOLLIN
+    bool hangup = false;    // EPOLLRDHUP/HUP/ERR seen: read until recv reports it, edges are over
     bool closed = false;    // recv returned 0
     int read_errno = 0;     // recv failed (ECONNRESET...)
     int write_errno = 0;    // sendmsg failed (EPIPE...): reported once nothing is left to read

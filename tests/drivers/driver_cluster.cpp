@@ -34,6 +34,8 @@ DriverCluster::DriverCluster(ClusterConfig config) : config_(std::move(config)) 
     options->threads = config_.channels;
     options_.push_back(std::move(options));
   }
+  pids_.assign(config_.processes, getpid());
+  hosts_.assign(config_.processes, "driver-test-host");
   stores_.resize(config_.processes);
   drivers_.resize(config_.processes);
 }
@@ -52,8 +54,8 @@ std::vector<transport::ProcessInfo> DriverCluster::processes() const {
     transport::ProcessInfo info;
     info.index = i;
     info.name = "rank " + std::to_string(i);
-    info.pid = getpid();
-    info.host = "driver-test-host";
+    info.pid = pids_[i];
+    info.host = hosts_[i];
     info.address = "127.0.0.1";
     list.push_back(info);
   }

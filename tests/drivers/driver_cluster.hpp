@@ -52,12 +52,18 @@ class DriverCluster {
   void run(const std::function<void(std::uint32_t)>& fn);
 
   const ClusterConfig& config() const { return config_; }
+  const std::string& key_prefix() const { return key_prefix_; }
   std::vector<transport::ProcessInfo> processes() const;
+  // Identity overrides, for a forked child (its own pid) or a remote host.
+  void set_pid(std::uint32_t i, std::int64_t pid) { pids_[i] = pid; }
+  void set_host(std::uint32_t i, std::string host) { hosts_[i] = std::move(host); }
 
  private:
   ClusterConfig config_;
   std::string key_prefix_;
   std::unique_ptr<control::StoreServer> server_;
+  std::vector<std::int64_t> pids_;
+  std::vector<std::string> hosts_;
   std::vector<std::unique_ptr<Options>> options_;
   std::vector<std::unique_ptr<control::Store>> stores_;
   std::vector<std::unique_ptr<transport::Driver>> drivers_;
