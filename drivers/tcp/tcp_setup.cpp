@@ -87,7 +87,8 @@ class Handshaker {
   Status on_hello(Pending& p);
   Status on_answer(Pending& p);
   Status finish(Pending& p);
-  void drop(Pending& p, const std::string& reason, ErrorCode reject_code);
+  // reject_code ok: just close; otherwise answer reject first. Logs unless the caller reports.
+  void drop(Pending& p, const std::string& reason, ErrorCode reject_code, bool log = true);
   Status watch(Pending& p, std::uint32_t events);
   Status connection_lost(Pending& p, const std::string& what);
   std::string label(const Pending& p) const {
@@ -364,7 +365,7 @@ Status Handshaker::on_hello(Pending& p) {
   const std::string claimed = process < ctx_.processes.size() ? process_name(ctx_, process) : "process " + std::to_string(process);
   if (!constant_time_equal(token, ctx_.options->job_token)) {
     const std::string remote = p.remote;
-    drop(p, "wrong job token", ErrorCode::auth_failure);
+    drop(p, "wrong job token", ErrorCode::auth_failure, /*log=*/false);  // the returned error says it
     return Status(ErrorCode::auth_failure, "tcp connection from " + remote + " claiming to be " + claimed +
                                                " presented a wrong job token on channel " + std::to_string(channel) +
                                                " (SPARCOLL_JOB_TOKEN differs between the processes)");
@@ -418,8 +419,8 @@ Status Handshaker::finish(Pending& p) {
 }
 
 // Closes a connection that failed its handshake, telling the far end why when we can.
-void Handshaker::drop(Pending& p, const std::string& reason, ErrorCode reject_code) {
-  SC_LOG_WARN("dropping tcp connection from %s: %s", p.remote.c_str(), reason.c_str());
+void Handshaker::drop(Pending& p, const std::string& reason, ErrorCode reject_code, bool log) {
+  if (log) SC_LOG_WARN("dropping tcp connection from %s: %s", p.remote.c_str(), reason.c_str());
   if (reject_code != ErrorCode::ok) {
     HandshakeHeader answer;
     answer.kind = HandshakeKind::reject;

@@ -1,0 +1,128 @@
+// shm-only behaviour: the ring itself (wrap records, full ring, release), setup checks, and
+// that no segment name outlives setup.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "../../drivers/shm/shm_ring.hpp"
+#include "../../drivers/shm/shm_segment.hpp"
+#include "driver_cluster.hpp"
+
+namespace sparcoll::test {
+namespace {
+
+using transport::shm::RingControl;
+using transport::shm::RingReader;
+using transport::shm::RingWriter;
+
+struct LocalRing {
+  explicit LocalRing(std::size_t capacity) : memory(sizeof(RingControl) + capacity) {
+    control = new (memory.data()) RingControl{};
+    data = reinterpret_cast<std::byte*>(control + 1);
+  }
+  std::vector<std::uint64_t> memory;  // 8-byte aligned backing store
+  RingControl* control;
+  std::byte* data;
+};
+
+TEST(DriverShmRing, WrapsFillsAndReleases) {
+  constexpr std::uint64_t kCapacity = 256;
+  LocalRing ring(kCapacity);
+  RingWriter writer(ring.control, ring.data, kCapacity);
+  RingReader reader(ring.control, ring.data, kCapacity, 120);
+  std::byte payload[120];
+  for (std::size_t i = 0; i < sizeof payload; ++i) payload[i] = static_cast<std::byte>(i);
+
+  // Many rounds of messages of awkward sizes force wrap records at every position.
+  std::uint32_t next_write = 0;
+  std::uint32_t next_read = 0;
+  for (int round = 0; round < 500; ++round) {
+    int written = 0;
+    for (;;) {
+      const std::uint32_t len = (next_write * 37) % 121;
+      struct iovec iov[2] = {{payload, len / 2}, {payload + len / 2, len - len / 2}};
+      if (!writer.try_write(iov, 2, len)) break;
+      ++next_write;
+      ++written;
+    }
+    ASSERT_GT(written, 0) << "an empty ring must take a max message (round " << round << ")";
+    const std::byte* data = nullptr;
+    std::uint32_t len = 0;
+    while (reader.next(&data, &len) == RingReader::Next::message) {
+      ASSERT_EQ(len, (next_read * 37) % 121);
+      ASSERT_EQ(reinterpret_cast<std::uintptr_t>(data) % 8, 0u);
+      ASSERT_EQ(std::memcmp(data, payload, len), 0);
+      ++next_read;
+    }
+    ASSERT_EQ(next_read, next_write);
+    // Until released, the space stays taken.
+    struct iovec one = {payload, 120};
+    if (round == 0) {
+      EXPECT_FALSE(writer.try_write(&one, 1, 120));
+    }
+    reader.release();
+  }
+}
+
+TEST(DriverShmRing, CorruptRecordIsReported) {
+  constexpr std::uint64_t kCapacity = 256;
+  LocalRing ring(kCapacity);
+  RingReader reader(ring.control, ring.data, kCapacity, 64);
+  const transport::shm::RecordHeader bogus{1000, transport::shm::kRecordMessage};
+  std::memcpy(ring.data, &bogus, sizeof bogus);
+  ring.control->tail.store(16, std::memory_order_release);
+  const std::byte* data = nullptr;
+  std::uint32_t len = 0;
+  EXPECT_EQ(reader.next(&data, &len), RingReader::Next::corrupt);
+}
+
+ClusterConfig shm_config() {
+  ClusterConfig c;
+  c.driver = "shm";
+  c.processes = 2;
+  c.deadline_ms = 5000;
+  return c;
+}
+
+TEST(DriverShm, ProcessesOnAnotherHostAreUnsupported) {
+  DriverCluster cluster(shm_config());
+  cluster.set_host(1, "elsewhere");
+  ASSERT_TRUE(cluster.start_store().ok());
+  const Status status = cluster.create({0})[0];
+  EXPECT_EQ(status.code(), ErrorCode::unsupported) << status.to_string();
+  EXPECT_NE(status.message().find("rank 1 is on host elsewhere"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("SPARCOLL_TRANSPORT=tcp"), std::string::npos) << status.message();
+}
+
+TEST(DriverShm, RingSizeIsChecked) {
+  DriverCluster cluster(shm_config());
+  ASSERT_TRUE(cluster.start_store().ok());
+  cluster.options(0).shm_ring_bytes = 300000;
+  Status status = cluster.create({0})[0];
+  EXPECT_EQ(status.code(), ErrorCode::invalid_argument) << status.to_string();
+  EXPECT_NE(status.message().find("power of two"), std::string::npos) << status.message();
+  cluster.options(0).shm_ring_bytes = 4096;  // max message is 4096: needs two records' worth
+  status = cluster.create({0})[0];
+  EXPECT_EQ(status.code(), ErrorCode::invalid_argument) << status.to_string();
+  EXPECT_NE(status.message().find("too small"), std::string::npos) << status.message();
+}
+
+TEST(DriverShm, NoSegmentNameOutlivesSetup) {
+  DriverCluster cluster(shm_config());
+  Status started = cluster.start();
+  ASSERT_TRUE(started.ok()) << started.to_string();
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    const std::string name = transport::shm::segment_name(cluster.key_prefix(), getpid(), i);
+    const int fd = shm_open(name.c_str(), O_RDONLY, 0);
+    EXPECT_LT(fd, 0) << name << " still exists";
+    if (fd >= 0) close(fd);
+  }
+}
+
+}  // namespace
+}  // namespace sparcoll::test

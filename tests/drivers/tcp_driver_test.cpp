@@ -1,0 +1,162 @@
+// tcp-only behaviour: the job token check, hostile raw sockets during setup, oversized frames.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "../../drivers/tcp/tcp_wire.hpp"
+#include "driver_cluster.hpp"
+
+namespace sparcoll::test {
+namespace {
+
+using transport::ReceivedMessage;
+using Clock = std::chrono::steady_clock;
+
+ClusterConfig tcp_config() {
+  ClusterConfig c;
+  c.driver = "tcp";
+  c.processes = 2;
+  c.channels = 1;
+  c.deadline_ms = 5000;
+  return c;
+}
+
+// Connects a raw socket to the listener rank 1 published.
+int connect_to_rank1(DriverCluster& cluster) {
+  std::unique_ptr<control::Store> store;
+  if (!control::Store::connect(cluster.store_address(), kTestJobToken, "test", 5000, &store).ok()) return -1;
+  std::string address;
+  if (!store->get(cluster.key_prefix() + "tcp/address/1", 5000, &address).ok()) return -1;
+  const std::size_t colon = address.rfind(':');
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// True once the far end has closed `fd` (EOF or reset) within 5 s.
+bool closed_by_peer(int fd) {
+  struct pollfd p = {fd, POLLIN, 0};
+  char buffer[64];
+  while (::poll(&p, 1, 5000) == 1) {
+    const ssize_t n = recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) return true;  // a reject answer may come first: keep reading
+  }
+  return false;
+}
+
+TEST(DriverTcp, WrongJobTokenFailsBothSides) {
+  DriverCluster cluster(tcp_config());
+  cluster.options(1).job_token = "some-other-job";
+  ASSERT_TRUE(cluster.start_store().ok());
+  const std::vector<Status> results = cluster.create();
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i].code(), ErrorCode::auth_failure) << "rank " << i << ": " << results[i].to_string();
+    EXPECT_NE(results[i].message().find("job token"), std::string::npos) << results[i].message();
+  }
+  EXPECT_NE(results[0].message().find("rank 1"), std::string::npos) << results[0].message();
+  EXPECT_NE(results[1].message().find("rank 0"), std::string::npos) << results[1].message();
+}
+
+TEST(DriverTcp, GarbageHellosAreDroppedAndSetupCarriesOn) {
+  DriverCluster cluster(tcp_config());
+  ASSERT_TRUE(cluster.start_store().ok());
+  std::vector<Status> rank1;
+  std::thread acceptor([&] { rank1 = cluster.create({1}); });
+
+  const int garbage = connect_to_rank1(cluster);
+  ASSERT_GE(garbage, 0);
+  const char noise[64] = "GET / HTTP/1.1\r\nHost: sparcoll\r\n\r\n";
+  ASSERT_EQ(send(garbage, noise, sizeof noise, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof noise));
+  // A well-formed hello with the right token, claiming to be rank 1 itself: not expected.
+  const int impostor = connect_to_rank1(cluster);
+  ASSERT_GE(impostor, 0);
+  transport::tcp::HandshakeHeader hello;
+  hello.process = 1;
+  const std::string bytes = transport::tcp::encode_handshake(hello, kTestJobToken);
+  ASSERT_EQ(send(impostor, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  // And one that connects and says nothing at all.
+  const int silent = connect_to_rank1(cluster);
+  ASSERT_GE(silent, 0);
+  EXPECT_TRUE(closed_by_peer(garbage));
+  EXPECT_TRUE(closed_by_peer(impostor));
+
+  const std::vector<Status> rank0 = cluster.create({0});
+  acceptor.join();
+  ASSERT_TRUE(rank0[0].ok()) << rank0[0].to_string();
+  ASSERT_TRUE(rank1[0].ok()) << rank1[0].to_string();
+  close(garbage);
+  close(impostor);
+  close(silent);
+
+  std::uint32_t word = 7;
+  struct iovec iov = {&word, sizeof word};
+  ASSERT_EQ(cluster.driver(0).channel(0).send(1, &iov, 1), transport::SendResult::ok);
+  int got_count = 0;
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  while (got_count == 0 && Clock::now() < give_up) {
+    ReceivedMessage got[2];
+    ASSERT_GE(cluster.driver(0).channel(0).poll(got, 2), 0);
+    got_count = cluster.driver(1).channel(0).poll(got, 2);
+    ASSERT_GE(got_count, 0);
+    if (got_count == 1) {
+      EXPECT_EQ(std::memcmp(got[0].data, &word, sizeof word), 0);
+    }
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(got_count, 1);
+}
+
+TEST(DriverTcp, OversizedFrameIsAProtocolErrorNamingThePeer) {
+  DriverCluster cluster(tcp_config());
+  ASSERT_TRUE(cluster.start_store().ok());
+  std::vector<Status> rank1;
+  std::thread acceptor([&] { rank1 = cluster.create({1}); });
+  // A raw socket plays rank 0: a correct hello, then a frame above max_message.
+  const int fd = connect_to_rank1(cluster);
+  ASSERT_GE(fd, 0);
+  transport::tcp::HandshakeHeader hello;
+  hello.process = 0;
+  const std::string bytes = transport::tcp::encode_handshake(hello, kTestJobToken);
+  ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  std::byte answer[transport::tcp::kHandshakeHeaderBytes];
+  ASSERT_EQ(recv(fd, answer, sizeof answer, MSG_WAITALL), static_cast<ssize_t>(sizeof answer));
+  transport::tcp::HandshakeHeader decoded;
+  ASSERT_EQ(transport::tcp::decode_handshake(answer, &decoded), nullptr);
+  EXPECT_EQ(decoded.kind, transport::tcp::HandshakeKind::accept);
+  acceptor.join();
+  ASSERT_TRUE(rank1[0].ok()) << rank1[0].to_string();
+
+  const transport::tcp::FrameHeader frame{4097, 0};
+  ASSERT_EQ(send(fd, &frame, sizeof frame, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof frame));
+  transport::Channel& channel = cluster.driver(1).channel(0);
+  int result = 0;
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  while (result == 0 && Clock::now() < give_up) {
+    ReceivedMessage got[2];
+    result = channel.poll(got, 2);
+    std::this_thread::yield();
+  }
+  close(fd);
+  ASSERT_EQ(result, -1);
+  EXPECT_EQ(channel.error().code(), ErrorCode::protocol_error) << channel.error().to_string();
+  EXPECT_NE(channel.error().message().find("rank 0"), std::string::npos) << channel.error().message();
+  EXPECT_NE(channel.error().message().find("4097"), std::string::npos) << channel.error().message();
+}
+
+}  // namespace
+}  // namespace sparcoll::test
