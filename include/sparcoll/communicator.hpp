@@ -29,6 +29,15 @@ struct OpStats {
   std::uint64_t blocks_received = 0; // result blocks received (globally non-zero blocks)
 };
 
+// Traffic through the transport since the communicator was created, all roles of this process
+// together (a co-located rank is a worker and an aggregator); loopback messages are not counted.
+struct TrafficStats {
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+};
+
 // A handle to a non-blocking collective. Move-only. Destroying an unfinished request waits for it.
 class Request {
  public:
@@ -79,6 +88,9 @@ class Communicator {
 
   // Every rank waits until every rank has called barrier().
   void barrier();
+
+  // Cumulative transport traffic of this process (see TrafficStats).
+  TrafficStats traffic() const;
 
  private:
   std::shared_ptr<detail::CommunicatorImpl> impl_;

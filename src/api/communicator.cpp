@@ -61,6 +61,8 @@ void Communicator::barrier() {
   allreduce(&token, &token, 1, DataType::i32, ReduceOp::sum);
 }
 
+TrafficStats Communicator::traffic() const { return impl_->engine().traffic(); }
+
 void run_aggregator(const Options& options) {
   if (options.role != Role::aggregator)
     throw Error(Status(ErrorCode::invalid_argument, "run_aggregator needs role=aggregator (SPARCOLL_ROLE=aggregator)"));

@@ -28,6 +28,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   int size() const noexcept { return options_.world_size; }
   const std::string& transport() const noexcept { return membership_.transport; }
   engine::Engine& engine() { return *engine_; }
+  const engine::Engine& engine() const { return *engine_; }
   control::Membership& membership() { return membership_; }
 
   // Dedicated aggregator: serve until every worker has left.

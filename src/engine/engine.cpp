@@ -145,6 +145,13 @@ bool Shard::step() {
       fail_everything(engine_.broken_status());
       return true;
     }
+    if (n > 0) {
+      std::uint64_t bytes = 0;
+      for (int i = 0; i < n; ++i) bytes += msgs[i].size;
+      bytes_received_.store(bytes_received_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+      messages_received_.store(messages_received_.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(n),
+                               std::memory_order_relaxed);
+    }
     for (int i = 0; i < n && !failed_; ++i) dispatch(msgs[i]);
     progressed |= n > 0;
   }
@@ -259,6 +266,13 @@ void Shard::fail_everything(const Status& reason) {
   }
 }
 
+void Shard::add_traffic(TrafficStats* total) const noexcept {
+  total->bytes_sent += outbox_.bytes_sent();
+  total->messages_sent += outbox_.messages_sent();
+  total->bytes_received += bytes_received_.load(std::memory_order_relaxed);
+  total->messages_received += messages_received_.load(std::memory_order_relaxed);
+}
+
 void Shard::check_deadlines(Clock::time_point now) {
   if (failed_) return;
   Status s = aggregator_.check_deadlines(now);
@@ -317,6 +331,12 @@ void Engine::break_with(const Status& reason) {
   if (broken_.load(std::memory_order_relaxed)) return;
   broken_status_ = reason;
   broken_.store(true, std::memory_order_release);
+}
+
+TrafficStats Engine::traffic() const noexcept {
+  TrafficStats total;
+  for (const auto& s : shards_) s->add_traffic(&total);
+  return total;
 }
 
 Status Engine::broken_status() const {

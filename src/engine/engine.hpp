@@ -42,6 +42,7 @@ class Shard {
   // Calling thread: hand over an op (never fails: the queue holds max_inflight entries).
   void submit(OpState* op);
   std::uint32_t worker_lanes() const noexcept { return worker_.lanes_here(); }
+  void add_traffic(TrafficStats* total) const noexcept;
 
  private:
   void run();
@@ -68,6 +69,8 @@ class Shard {
   std::thread thread_;
   bool failed_ = false;           // this shard has seen the engine break
   Clock::time_point next_deadline_check_;
+  std::atomic<std::uint64_t> bytes_received_{0};
+  std::atomic<std::uint64_t> messages_received_{0};
 };
 
 class Engine {
@@ -91,6 +94,7 @@ class Engine {
   void break_with(const Status& reason);
   bool broken() const noexcept { return broken_.load(std::memory_order_acquire); }
   Status broken_status() const;
+  TrafficStats traffic() const noexcept;
 
  private:
   friend class Shard;
