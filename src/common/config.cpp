@@ -1,0 +1,467 @@
+// Options::from_env(), Options::validate() and docs/config.md, all from one table.
+//
+// Precedence: defaults (the initialisers in options.hpp) < environment < code. For each row,
+// the SPARCOLL_* variable wins; its launcher fallbacks (torchrun, Open MPI, PMI, Slurm) are read
+// only when it is unset. An empty variable counts as unset.
+#include "common/config.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+
+#include "common/log.hpp"
+#include "control/store_address.hpp"
+
+extern char** environ;
+
+namespace sparcoll {
+namespace {
+
+// The allowed values of enumerated options, each listed once: parsing, validation and the
+// docs all read these. A new algorithm or transport is added here.
+constexpr std::array<std::string_view, 1> kAlgorithms = {"block_sparse"};
+constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
+constexpr std::array<std::string_view, 3> kPollModes = {"spin", "yield", "auto"};
+constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
+constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warn", "info", "debug"};
+
+constexpr std::uint32_t kMaxBlockElems = 1u << 20;
+constexpr std::uint32_t kMaxLanes = 65536;
+constexpr std::uint32_t kMaxFusion = 255;
+constexpr std::uint32_t kMaxThreads = 64;
+constexpr std::uint32_t kMaxInflight = 1024;
+constexpr std::uint32_t kMinMessage = 4096;
+constexpr std::uint32_t kMaxMessage = 64u << 20;
+constexpr std::uint32_t kMinShmRing = 64u << 10;
+constexpr std::uint32_t kMaxShmRing = 1u << 30;
+constexpr std::size_t kMaxJobToken = 4096;  // the store's hello limit
+
+template <std::size_t N>
+std::string join(const std::array<std::string_view, N>& values) {
+  std::string out;
+  for (std::string_view v : values) {
+    if (!out.empty()) out += ", ";
+    out += v;
+  }
+  return out;
+}
+
+template <std::size_t N>
+bool one_of(const std::array<std::string_view, N>& values, std::string_view text) {
+  return std::find(values.begin(), values.end(), text) != values.end();
+}
+
+Status bad(std::string reason) { return Status(ErrorCode::invalid_argument, std::move(reason)); }
+
+// Strict decimal: digits only, no sign, no spaces, no suffix, no overflow of `max`.
+Status parse_decimal(const std::string& text, std::uint64_t max, const char* kind, std::uint64_t* out) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return bad(std::string("not a ") + kind);
+  std::uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && v > max)) {
+    return bad("out of range (at most " + std::to_string(max) + ")");
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) return bad(std::string("not a ") + kind);
+  *out = v;
+  return Status::Ok();
+}
+
+// Parsers, one per field type, instantiated per Options member so the table stays declarative.
+template <std::uint32_t Options::*Field>
+Status parse_positive_u32(const std::string& text, Options* o) {
+  std::uint64_t v = 0;
+  Status st = parse_decimal(text, std::numeric_limits<std::uint32_t>::max(), "positive integer", &v);
+  if (!st.ok()) return st;
+  if (v == 0) return bad("not a positive integer");
+  o->*Field = static_cast<std::uint32_t>(v);
+  return Status::Ok();
+}
+
+template <int Options::*Field>
+Status parse_nonnegative_int(const std::string& text, Options* o) {
+  std::uint64_t v = 0;
+  Status st = parse_decimal(text, std::numeric_limits<int>::max(), "non-negative integer", &v);
+  if (!st.ok()) return st;
+  o->*Field = static_cast<int>(v);
+  return Status::Ok();
+}
+
+template <int Options::*Field>
+Status parse_positive_int(const std::string& text, Options* o) {
+  std::uint64_t v = 0;
+  Status st = parse_decimal(text, std::numeric_limits<int>::max(), "positive integer", &v);
+  if (!st.ok()) return st;
+  if (v == 0) return bad("not a positive integer");
+  o->*Field = static_cast<int>(v);
+  return Status::Ok();
+}
+
+template <std::string Options::*Field>
+Status parse_text(const std::string& text, Options* o) {
+  o->*Field = text;
+  return Status::Ok();
+}
+
+template <std::string Options::*Field, const auto& Allowed>
+Status parse_choice(const std::string& text, Options* o) {
+  if (!one_of(Allowed, text)) return bad("expected one of " + join(Allowed));
+  o->*Field = text;
+  return Status::Ok();
+}
+
+Status parse_role(const std::string& text, Options* o) {
+  if (text == "worker") {
+    o->role = Role::worker;
+  } else if (text == "aggregator") {
+    o->role = Role::aggregator;
+  } else {
+    return bad("expected worker or aggregator");
+  }
+  return Status::Ok();
+}
+
+Status parse_pin_cores(const std::string& text, Options* o) {
+  std::vector<int> cores;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    std::uint64_t core = 0;
+    if (!parse_decimal(text.substr(start, comma - start), std::numeric_limits<int>::max(), "core", &core).ok()) {
+      return bad("not a comma-separated list of non-negative core numbers");
+    }
+    cores.push_back(static_cast<int>(core));
+    start = comma + 1;
+  }
+  o->pin_cores = std::move(cores);
+  return Status::Ok();
+}
+
+Status parse_store(const std::string& text, Options* o) {
+  control::HostPort address;
+  Status st = control::parse_host_port(text, &address);
+  if (st.code() == ErrorCode::unsupported) return bad("ipv6 addresses are not supported yet, use an ipv4 address or host name");
+  if (!st.ok() || address.port == 0) return bad("not host:port with a port between 1 and 65535");
+  o->store = text;
+  return Status::Ok();
+}
+
+Status parse_log_level(const std::string& text, Options* o) {
+  log::Level level;
+  if (!log::parse_level(text, &level)) return bad("expected one of " + join(kLogLevels));
+  o->log_level = text;
+  return Status::Ok();
+}
+
+const char* getenv_nonempty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// torchrun's own TCPStore occupies MASTER_PORT, so ours takes the next port.
+void apply_launcher_store(Options* o) {
+  const char* addr = getenv_nonempty("MASTER_ADDR");
+  const char* port_text = getenv_nonempty("MASTER_PORT");
+  if (addr == nullptr || port_text == nullptr) return;
+  std::uint64_t port = 0;
+  if (!parse_decimal(port_text, 65534, "port", &port).ok() || port == 0) {
+    throw Error(bad(std::string("MASTER_PORT='") + port_text +
+                    "': not a port between 1 and 65534 (SPARCOLL_STORE defaults to MASTER_ADDR:MASTER_PORT+1); "
+                    "set SPARCOLL_STORE"));
+  }
+  o->store = std::string(addr) + ":" + std::to_string(port + 1);
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+void warn_unknown_variables() {
+  constexpr std::string_view kPrefix = "SPARCOLL_";
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view assignment(*entry);
+    if (assignment.substr(0, kPrefix.size()) != kPrefix) continue;
+    const std::string name(assignment.substr(0, assignment.find('=')));
+    const auto& table = config_variables();
+    if (std::any_of(table.begin(), table.end(), [&](const ConfigVariable& v) { return name == v.name; })) continue;
+    const std::string suggestion = closest_config_variable(name);
+    if (suggestion.empty()) {
+      SC_LOG_WARN("unknown variable %s ignored", name.c_str());
+    } else {
+      SC_LOG_WARN("unknown variable %s ignored (did you mean %s?)", name.c_str(), suggestion.c_str());
+    }
+  }
+}
+
+// The variable of an Options field, for validate() messages.
+std::string var_of(std::string_view field) {
+  for (const ConfigVariable& v : config_variables()) {
+    if (field == v.field) return v.name;
+  }
+  return "SPARCOLL_?";
+}
+
+// Collects every problem validate() finds; the message is all of them, joined by "; ".
+class Problems {
+ public:
+  void add(std::string what) {
+    if (!text_.empty()) text_ += "; ";
+    text_ += what;
+  }
+  template <typename T>
+  void check_range(const char* field, T value, T lo, T hi) {
+    if (value < lo || value > hi) {
+      add(std::string(field) + "=" + std::to_string(value) + " (" + var_of(field) + ") must be between " +
+          std::to_string(lo) + " and " + std::to_string(hi));
+    }
+  }
+  template <std::size_t N>
+  void check_choice(const char* field, const std::string& value, const std::array<std::string_view, N>& allowed) {
+    if (!one_of(allowed, value)) {
+      add(std::string(field) + "='" + value + "' (" + var_of(field) + ") must be one of " + join(allowed));
+    }
+  }
+  Status status() const { return text_.empty() ? Status::Ok() : Status(ErrorCode::invalid_argument, text_); }
+
+ private:
+  std::string text_;
+};
+
+void check_identity(const Options& o, Problems& p) {
+  const std::string unset_hint = " is not set: set it or start the job with torchrun, mpirun or srun";
+  if (o.world_size < 1) {
+    p.add("world_size=" + std::to_string(o.world_size) + " (SPARCOLL_WORLD_SIZE)" +
+          (o.world_size == -1 ? unset_hint : " must be at least 1"));
+  }
+  if (o.role == Role::worker) {
+    if (o.rank == -1) {
+      p.add("rank=-1 (SPARCOLL_RANK)" + unset_hint);
+    } else if (o.world_size >= 1 && (o.rank < 0 || o.rank >= o.world_size)) {
+      p.add("rank=" + std::to_string(o.rank) + " (SPARCOLL_RANK) must be between 0 and " +
+            std::to_string(o.world_size - 1) + " for world_size=" + std::to_string(o.world_size) +
+            " (SPARCOLL_WORLD_SIZE)");
+    } else if (o.rank < 0) {
+      p.add("rank=" + std::to_string(o.rank) + " (SPARCOLL_RANK) must not be negative");
+    }
+  } else if (o.role == Role::aggregator) {
+    if (o.aggregators < 1) {
+      p.add("role=aggregator (SPARCOLL_ROLE) needs aggregators >= 1 (SPARCOLL_AGGREGATORS), not " +
+            std::to_string(o.aggregators));
+    } else if (o.aggregator_index < 0 || o.aggregator_index >= o.aggregators) {
+      p.add("aggregator_index=" + std::to_string(o.aggregator_index) +
+            " (SPARCOLL_AGGREGATOR_INDEX) must be between 0 and " + std::to_string(o.aggregators - 1) +
+            " for aggregators=" + std::to_string(o.aggregators) + " (SPARCOLL_AGGREGATORS)");
+    }
+  } else {
+    p.add("role=" + std::to_string(static_cast<int>(o.role)) + " (SPARCOLL_ROLE) must be worker or aggregator");
+  }
+  if (o.aggregators < 0) {
+    p.add("aggregators=" + std::to_string(o.aggregators) + " (SPARCOLL_AGGREGATORS) must be at least 0");
+  }
+  const bool needs_store = o.world_size > 1 || o.role == Role::aggregator;
+  if (o.store.empty()) {
+    if (needs_store) {
+      p.add("store is empty (SPARCOLL_STORE): a job of world_size=" + std::to_string(o.world_size) +
+            (o.role == Role::aggregator ? " with aggregator processes" : "") +
+            " needs host:port; set it, or MASTER_ADDR and MASTER_PORT");
+    }
+  } else {
+    Options scratch;
+    Status st = parse_store(o.store, &scratch);
+    if (!st.ok()) p.add("store='" + o.store + "' (SPARCOLL_STORE): " + st.message());
+  }
+  if (o.job_token.size() > kMaxJobToken) {
+    p.add("job_token (SPARCOLL_JOB_TOKEN) is " + std::to_string(o.job_token.size()) + " bytes, at most " +
+          std::to_string(kMaxJobToken) + " allowed");
+  }
+  p.check_choice("store_server", o.store_server, kStoreServers);
+}
+
+void check_engine(const Options& o, Problems& p) {
+  p.check_choice("transport", o.transport, kTransports);
+  p.check_choice("algo", o.algo, kAlgorithms);
+  p.check_range("block_elems", o.block_elems, 1u, kMaxBlockElems);
+  p.check_range("lanes", o.lanes, 1u, kMaxLanes);
+  p.check_range("fusion", o.fusion, 1u, kMaxFusion);
+  p.check_range("threads", o.threads, 1u, kMaxThreads);
+  if (!o.pin_cores.empty()) {
+    if (o.pin_cores.size() < o.threads) {
+      p.add("pin_cores lists " + std::to_string(o.pin_cores.size()) + " cores (SPARCOLL_PIN_CORES) but threads=" +
+            std::to_string(o.threads) + " (SPARCOLL_THREADS) needs at least as many");
+    }
+    for (int core : o.pin_cores) {
+      if (core < 0) p.add("pin_cores (SPARCOLL_PIN_CORES) lists core " + std::to_string(core) + "; cores are >= 0");
+    }
+  }
+  p.check_range("max_inflight", o.max_inflight, 1u, kMaxInflight);
+  p.check_range("max_message", o.max_message, kMinMessage, kMaxMessage);
+  p.check_choice("poll_mode", o.poll_mode, kPollModes);
+  p.check_range("deadline_ms", o.deadline_ms, 1u, std::numeric_limits<std::uint32_t>::max());
+  p.check_range("connect_timeout_ms", o.connect_timeout_ms, 1u, std::numeric_limits<std::uint32_t>::max());
+  const std::uint32_t ring = o.shm_ring_bytes;
+  if (ring < kMinShmRing || ring > kMaxShmRing || (ring & (ring - 1)) != 0) {
+    p.add("shm_ring_bytes=" + std::to_string(ring) + " (SPARCOLL_SHM_RING_BYTES) must be a power of two between " +
+          std::to_string(kMinShmRing) + " and " + std::to_string(kMaxShmRing));
+  } else if (std::uint64_t{ring} < 4 * std::uint64_t{o.max_message}) {
+    p.add("shm_ring_bytes=" + std::to_string(ring) + " (SPARCOLL_SHM_RING_BYTES) must be at least 4 * max_message = " +
+          std::to_string(4 * std::uint64_t{o.max_message}) + " (SPARCOLL_MAX_MESSAGE)");
+  }
+  p.check_choice("log_level", o.log_level, kLogLevels);
+}
+
+}  // namespace
+
+const std::vector<ConfigVariable>& config_variables() {
+  static const std::vector<ConfigVariable> table = {
+      {"SPARCOLL_RANK", "rank", "(from launcher)", "rank of this worker process, 0 to world_size-1.",
+       {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, &parse_nonnegative_int<&Options::rank>},
+      {"SPARCOLL_WORLD_SIZE", "world_size", "(from launcher)", "number of worker processes.",
+       {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, &parse_positive_int<&Options::world_size>},
+      {"SPARCOLL_STORE", "store", "(MASTER_ADDR:MASTER_PORT+1)",
+       "host:port of the rendezvous store (ipv4 address or host name). When unset and MASTER_ADDR and MASTER_PORT "
+       "are (torchrun), MASTER_PORT+1 is used: torchrun's own store occupies MASTER_PORT.",
+       {}, &parse_store},
+      {"SPARCOLL_JOB_TOKEN", "job_token", "(empty)",
+       "shared secret checked on every store connection; a wrong token aborts the rendezvous for every rank.", {},
+       &parse_text<&Options::job_token>},
+      {"SPARCOLL_STORE_SERVER", "store_server", "rank0",
+       "who hosts the store: rank0 (rank 0 starts it) or external (a launcher such as sparcoll-run does).", {},
+       &parse_choice<&Options::store_server, kStoreServers>},
+      {"SPARCOLL_ROLE", "role", "worker", "worker, or aggregator for a dedicated aggregator process.", {}, &parse_role},
+      {"SPARCOLL_AGGREGATOR_INDEX", "aggregator_index", "(unset)",
+       "index of a dedicated aggregator process, 0 to aggregators-1.", {},
+       &parse_nonnegative_int<&Options::aggregator_index>},
+      {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
+       {}, &parse_choice<&Options::transport, kTransports>},
+      {"SPARCOLL_ALGO", "algo", "block_sparse", "collective algorithm: block_sparse.", {},
+       &parse_choice<&Options::algo, kAlgorithms>},
+      {"SPARCOLL_AGGREGATORS", "aggregators", "0",
+       "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
+       &parse_nonnegative_int<&Options::aggregators>},
+      {"SPARCOLL_BLOCK_ELEMS", "block_elems", "256", "elements per block, 1 to 1048576.", {},
+       &parse_positive_u32<&Options::block_elems>},
+      {"SPARCOLL_LANES", "lanes", "64", "slots the tensor's blocks are striped over, 1 to 65536.", {},
+       &parse_positive_u32<&Options::lanes>},
+      {"SPARCOLL_FUSION", "fusion", "8", "most blocks a worker fuses into one message, 1 to 255.", {},
+       &parse_positive_u32<&Options::fusion>},
+      {"SPARCOLL_THREADS", "threads", "1", "progress threads (shards) per process, 1 to 64.", {},
+       &parse_positive_u32<&Options::threads>},
+      {"SPARCOLL_PIN_CORES", "pin_cores", "(none)",
+       "comma-separated cores for the progress threads (e.g. 2,3), at least one per thread; unset: no pinning.", {},
+       &parse_pin_cores},
+      {"SPARCOLL_MAX_INFLIGHT", "max_inflight", "4", "operations in flight per communicator, 1 to 1024.", {},
+       &parse_positive_u32<&Options::max_inflight>},
+      {"SPARCOLL_MAX_MESSAGE", "max_message", "65536", "bytes per message, header included, 4096 to 67108864.", {},
+       &parse_positive_u32<&Options::max_message>},
+      {"SPARCOLL_POLL_MODE", "poll_mode", "auto",
+       "spin, yield, or auto (yield when there are more busy threads than cores).", {},
+       &parse_choice<&Options::poll_mode, kPollModes>},
+      {"SPARCOLL_DEADLINE_MS", "deadline_ms", "60000", "deadline of each collective operation, in ms.", {},
+       &parse_positive_u32<&Options::deadline_ms>},
+      {"SPARCOLL_CONNECT_TIMEOUT_MS", "connect_timeout_ms", "30000",
+       "deadline of the rendezvous and of connection setup, in ms.", {},
+       &parse_positive_u32<&Options::connect_timeout_ms>},
+      {"SPARCOLL_TCP_ADDR", "tcp_addr", "(store connection's local address)",
+       "address the tcp transport listens on and advertises to its peers.", {},
+       &parse_text<&Options::tcp_addr>},
+      {"SPARCOLL_SHM_RING_BYTES", "shm_ring_bytes", "1048576",
+       "bytes of each shared-memory ring (per sender, receiver and thread): a power of two from 65536 to "
+       "1073741824, at least 4 * max_message.",
+       {}, &parse_positive_u32<&Options::shm_ring_bytes>},
+      {"SPARCOLL_LOG_LEVEL", "log_level", "warn", "error, warn, info or debug.", {}, &parse_log_level},
+      {"SPARCOLL_SIMD", "(read elsewhere: src/block/cpu_features.cpp)", "(best the cpu supports)",
+       "caps the SIMD kernels: scalar, avx2 or avx512 (tests and benchmarks).", {}, nullptr},
+      {"SPARCOLL_BUILD_DIR", "(read elsewhere: tests)", "(set by meson test)",
+       "build directory in which tests find helper programs.", {}, nullptr},
+  };
+  return table;
+}
+
+std::string config_markdown_table() {
+  // Values and names in backticks; descriptions such as "(from launcher)" as plain text.
+  const auto code = [](const char* text) {
+    if (text[0] == '(') return std::string(text);
+    std::string quoted(1, '`');
+    quoted.append(text).push_back('`');
+    return quoted;
+  };
+  std::string out = "| variable | option field | default | meaning |\n|---|---|---|---|\n";
+  for (const ConfigVariable& v : config_variables()) {
+    std::string meaning = v.help;
+    for (std::size_t i = 0; i < v.fallbacks.size(); ++i) {
+      meaning.append(i == 0 ? " Launcher fallbacks, in order: `" : ", `").append(v.fallbacks[i]).append("`");
+    }
+    if (!v.fallbacks.empty()) meaning += ".";
+    out.append("| ").append(code(v.name)).append(" | ").append(code(v.field)).append(" | ");
+    out.append(code(v.default_text)).append(" | ").append(meaning).append(" |\n");
+  }
+  return out;
+}
+
+std::string closest_config_variable(std::string_view unknown) {
+  constexpr std::string_view kPrefix = "SPARCOLL_";
+  std::string_view suffix = unknown.substr(0, kPrefix.size()) == kPrefix ? unknown.substr(kPrefix.size()) : unknown;
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(2, suffix.size() / 3) + 1;
+  for (const ConfigVariable& v : config_variables()) {
+    const std::string_view known = std::string_view(v.name).substr(kPrefix.size());
+    // A truncated name (SPARCOLL_DEADLINE for SPARCOLL_DEADLINE_MS) counts as a near miss.
+    const bool truncated = suffix.size() >= 4 && known.substr(0, suffix.size()) == suffix;
+    const std::size_t d = truncated ? 1 : edit_distance(suffix, known);
+    if (d < best_distance) {
+      best_distance = d;
+      best = v.name;
+    }
+  }
+  return best;
+}
+
+Options Options::from_env() {
+  Options o;
+  for (const ConfigVariable& v : config_variables()) {
+    if (v.parse == nullptr) continue;
+    const char* source = v.name;
+    const char* text = getenv_nonempty(v.name);
+    for (std::size_t i = 0; text == nullptr && i < v.fallbacks.size(); ++i) {
+      source = v.fallbacks[i];
+      text = getenv_nonempty(source);
+    }
+    if (text == nullptr) {
+      if (std::string_view(v.name) == "SPARCOLL_STORE") apply_launcher_store(&o);
+      continue;
+    }
+    Status st = v.parse(text, &o);
+    if (!st.ok()) {
+      std::string message = std::string(source) + "='" + text + "': " + st.message();
+      if (source != v.name) message += " (read for " + std::string(v.name) + ")";
+      throw Error(bad(std::move(message)));
+    }
+  }
+  log::Level level;
+  // parse_log_level admitted only names log::parse_level knows.
+  if (log::parse_level(o.log_level, &level)) log::set_level(level);
+  // After the level is applied, so SPARCOLL_LOG_LEVEL=error silences these warnings too.
+  warn_unknown_variables();
+  return o;
+}
+
+Status Options::validate() const {
+  Problems problems;
+  check_identity(*this, problems);
+  check_engine(*this, problems);
+  return problems.status();
+}
+
+}  // namespace sparcoll

@@ -1,0 +1,37 @@
+// The configuration table: one row per SPARCOLL_* variable (its Options field, default, help
+// text, launcher fallbacks and parser). Options::from_env(), Options::validate(), the unknown-
+// variable warning and docs/config.md are all driven by this one table; a new knob is one new
+// row in config.cpp (and a line in docs/config.md, which a unit test keeps in step).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sparcoll/options.hpp"
+#include "sparcoll/status.hpp"
+
+namespace sparcoll {
+
+struct ConfigVariable {
+  const char* name;          // "SPARCOLL_LANES"
+  const char* field;         // Options field ("lanes"); for variables read elsewhere, who reads it
+  const char* default_text;  // as shown in docs; "(...)" marks a description, not a value
+  const char* help;
+  // Launcher variables consulted, in order, only when `name` is unset.
+  std::vector<const char*> fallbacks;
+  // Parses the text into the field. The message is the reason only ("not a positive
+  // integer"); the caller prefixes "NAME='text': ". Null for variables read elsewhere.
+  Status (*parse)(const std::string& text, Options* out);
+};
+
+const std::vector<ConfigVariable>& config_variables();
+
+// "| variable | option field | default | meaning |" and one row per variable, as in docs/config.md.
+std::string config_markdown_table();
+
+// The known variable closest to `unknown` by edit distance, or "" when none is close enough to
+// be a plausible typo.
+std::string closest_config_variable(std::string_view unknown);
+
+}  // namespace sparcoll
