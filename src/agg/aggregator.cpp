@@ -417,6 +417,7 @@ Status Aggregator::check_deadlines(engine::Clock::time_point now) {
   const auto limit = std::chrono::milliseconds(std::uint64_t{cfg_.deadline_ms} * 9 / 10);
   for (Slot& slot : slots_) {
     if (!slot.active || now - slot.started < limit) continue;
+    bool logged = false;  // one line per op, not one per lane
     for (Lane& lane : slot.lanes) {
       if (lane.finished || lane.sending) continue;
       std::string missing;
@@ -432,7 +433,8 @@ Status Aggregator::check_deadlines(engine::Clock::time_point now) {
                         cfg_.layout.name(cfg_.layout.self) + " waited " + std::to_string(cfg_.deadline_ms * 9 / 10) +
                         " ms for " + (missing.empty() ? std::string("nobody (internal error)") : missing) +
                         (lane.cursor == kInitialRound ? " to start the op" : " (block " + std::to_string(lane.cursor) + ")"));
-      SC_LOG_WARN("%s", lane.fail_reason.c_str());
+      if (!logged) SC_LOG_WARN("%s", lane.fail_reason.c_str());
+      logged = true;
       build_error(slot, lane);
       Status s = start_sending(slot, lane);
       if (!s.ok()) return s;

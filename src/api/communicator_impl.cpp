@@ -121,8 +121,13 @@ void CommunicatorImpl::shutdown() {
       while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
     }
   }
+  if (engine_ && engine_->broken()) {
+    // Linger before closing: peers then see the root cause (say, a dead rank) themselves rather
+    // than this process closing its transport.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   if (joined_ && options_.role == Role::worker) {
-    Status s = control::leave(membership_, options_);
+    Status s = control::leave(membership_, options_, engine_ && engine_->broken());
     if (!s.ok() && !(engine_ && engine_->broken()))
       SC_LOG_WARN("teardown barrier failed, peers may report this process as failed: %s", s.message().c_str());
   }
@@ -142,7 +147,7 @@ Status CommunicatorImpl::serve() {
     if (s.ok()) break;
     if (s.code() != ErrorCode::timeout) return s;
   }
-  return control::leave(membership_, options_);
+  return control::leave(membership_, options_, engine_->broken());
 }
 
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
@@ -186,8 +191,8 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
 }
 
 Status CommunicatorImpl::wait(RequestState& request) {
-  // A short spin catches fast ops without a futex round trip; then sleep.
-  for (int i = 0; i < 2000 && request.done.load(std::memory_order_acquire) == 0; ++i) std::this_thread::yield();
+  // atomic::wait spins briefly itself, then sleeps in the kernel: the progress threads, not the
+  // caller, need the cores.
   while (request.done.load(std::memory_order_acquire) == 0) request.done.wait(0, std::memory_order_acquire);
   return request.status;
 }

@@ -163,11 +163,13 @@ Status wait_for_workers_to_leave(Membership& m, std::uint32_t timeout_ms) {
   return m.store->wait_at_least(m.key_prefix + "bye", m.workers, timeout_ms);
 }
 
-Status leave(Membership& m, const Options& options) {
+Status leave(Membership& m, const Options& options, bool broken) {
   if (!m.store) return Status();
   std::int64_t count = 0;
   Status s = m.store->add(m.key_prefix + "bye", 1, &count);
   if (!s.ok()) return s;
+  // A broken job may have lost processes for good: count ourselves out, wait for nobody.
+  if (broken) return Status();
   s = m.store->wait_at_least(m.key_prefix + "bye", m.total(), options.connect_timeout_ms);
   if (!s.ok()) return s;
   // Rank 0 hosts the store: let everyone read the final count before it goes away.

@@ -32,9 +32,9 @@ struct Membership {
 // naming the setting, its variable and both values.
 Status join(const Options& options, Membership* out);
 
-// Teardown barrier: returns when every process has arrived (or the timeout passed).
-// Aggregators first wait for every worker (they serve until then).
-Status leave(Membership& m, const Options& options);
+// Teardown barrier: returns when every process has arrived (or the timeout passed). A process
+// whose communicator broke only counts itself out: some peers may never arrive.
+Status leave(Membership& m, const Options& options, bool broken);
 
 // Dedicated aggregators: waits up to timeout_ms for every worker to have left.
 // Returns timeout while workers are still running.

@@ -111,20 +111,23 @@ void Shard::run() {
   }
 }
 
-// Back-off when nothing arrived: spin while an op runs (unless threads outnumber cores, then
-// yield each round); with nothing in flight, yield, then sleep in short futex waits that a
-// submission cuts short. Remote ops can start while we sleep, so the sleep stays below 1 ms.
+// Back-off when nothing arrived. While an op runs: spin (yield each round when threads
+// outnumber cores). With nothing in flight: keep spinning/yielding for kIdleSpin after the last
+// activity, because the next op usually follows at once and a remote rank may already be
+// sending its first windows; then sleep in short futex waits that a local submission cuts
+// short. The sleep is short because a remote op cannot wake us.
 void Shard::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
+  constexpr auto kIdleSpin = std::chrono::milliseconds(5);
   if (work_outstanding) {
     if (engine_.config().yield_when_waiting || idle_rounds > 4096) sched_yield();
     return;
   }
-  if (idle_rounds < 256) return;
-  if (idle_rounds < 2048) {
-    sched_yield();
+  if (idle_rounds == 1) idle_since_ = Clock::now();
+  if ((idle_rounds & 63) != 0 || Clock::now() - idle_since_ < kIdleSpin) {
+    if (engine_.config().yield_when_waiting || idle_rounds > 256) sched_yield();
     return;
   }
-  futex_wait_for(&wake_, wake_.load(std::memory_order_acquire), idle_rounds < 8192 ? 50'000 : 500'000);
+  futex_wait_for(&wake_, wake_.load(std::memory_order_acquire), 50'000);
 }
 
 bool Shard::step() {
@@ -201,6 +204,15 @@ void Shard::dispatch(const transport::ReceivedMessage& msg) {
                                                   std::to_string(view.header->op_id) + ", which is not running here");
       } else {
         s = worker_.on_message(*op, view);
+        const auto code = static_cast<ErrorCode>(view.header->status);
+        if (s.ok() && type == proto::MsgType::error && code != ErrorCode::mismatch && code != ErrorCode::invalid_argument) {
+          // A timeout or a dead peer elsewhere: the other processes' state for this op is lost,
+          // so later ops could not line up either.
+          engine_.break_with(Status(code == ErrorCode::ok ? ErrorCode::peer_failure : code,
+                                    std::string(view.reason, view.reason_len)));
+          fail_everything(engine_.broken_status());
+          return;
+        }
         maybe_finish(op);
       }
     }

@@ -69,6 +69,7 @@ class Shard {
   std::thread thread_;
   bool failed_ = false;           // this shard has seen the engine break
   Clock::time_point next_deadline_check_;
+  Clock::time_point idle_since_;
   std::atomic<std::uint64_t> bytes_received_{0};
   std::atomic<std::uint64_t> messages_received_{0};
 };

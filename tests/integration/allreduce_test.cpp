@@ -1,0 +1,96 @@
+// The allreduce correctness matrix, end to end: sparcoll-run starts N real processes running
+// sparcoll-check, which compares every element of every result with perf::reference() (exact:
+// the library reduces in rank order, so results are deterministic and equal on every rank).
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "launch_util.hpp"
+
+namespace {
+
+using sparcoll::testing::build_path;
+using sparcoll::testing::launch;
+using sparcoll::testing::LaunchResult;
+
+LaunchResult run_check(int ranks, const std::string& transport, int aggregators, const std::vector<std::string>& args,
+                       const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {"-n", std::to_string(ranks), "--transport", transport, "--aggregators",
+                                   std::to_string(aggregators), "--timeout", "240", "--",
+                                   build_path("tests/integration/sparcoll-check")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return launch(argv, env, std::chrono::seconds(300));
+}
+
+void expect_passed(const LaunchResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("cases passed"), std::string::npos) << r.out;
+}
+
+// ranks x transport x dedicated aggregators (0 = co-located).
+class AllreduceMatrix : public ::testing::TestWithParam<std::tuple<int, std::string, int>> {};
+
+TEST_P(AllreduceMatrix, EveryDtypeOpSizeDensityAndPattern) {
+  const auto& [ranks, transport, aggregators] = GetParam();
+  // Sizes 0, 1, block-1, block+1 (block 256) and a few blocks with a short tail; densities 0,
+  // 0.1%, 1%, 10%, 100%; overlapping, disjoint and random supports; 3 ops in flight.
+  std::vector<std::string> args = {"--sizes", "0,1,255,257,1283", "--inflight", "3"};
+  if (ranks >= 8) args.insert(args.end(), {"--patterns", "random,disjoint"});
+  expect_passed(run_check(ranks, transport, aggregators, args));
+}
+
+INSTANTIATE_TEST_SUITE_P(Allreduce, AllreduceMatrix,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values("shm", "tcp"),
+                                            ::testing::Values(0, 2)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
+                                  (std::get<2>(info.param) == 0 ? std::string("colocated")
+                                                                : std::to_string(std::get<2>(info.param)) + "aggregators");
+                         });
+
+class AllreduceTransport : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AllreduceTransport, LargeTensorsWithOddTail) {
+  expect_passed(run_check(4, GetParam(), 0,
+                          {"--sizes", "1000003", "--dtypes", "f32,f16,bf16,i32", "--ops", "sum,avg,max", "--densities",
+                           "0.001,0.1,1", "--patterns", "random", "--inflight", "2"}));
+}
+
+TEST_P(AllreduceTransport, OneDedicatedAggregatorServesEveryLane) {
+  expect_passed(run_check(3, GetParam(), 1,
+                          {"--sizes", "1,257,100003", "--dtypes", "f32,i32", "--ops", "sum,min", "--densities",
+                           "0,0.01,1", "--patterns", "random,one_dense"}));
+}
+
+TEST_P(AllreduceTransport, ManyOpsInFlightBeyondTheSlotCount) {
+  expect_passed(run_check(3, GetParam(), 0,
+                          {"--sizes", "1,300,5000", "--dtypes", "f32", "--ops", "sum,max", "--densities", "0.01,0.5",
+                           "--inflight", "12", "--repeat", "2"},
+                          {"SPARCOLL_MAX_INFLIGHT=2"}));
+}
+
+TEST_P(AllreduceTransport, TinyBlocksOneLaneNoFusion) {
+  expect_passed(run_check(3, GetParam(), 0,
+                          {"--sizes", "0,1,6,7,8,100", "--dtypes", "f32,f16", "--densities", "0,0.3,1"},
+                          {"SPARCOLL_BLOCK_ELEMS=7", "SPARCOLL_LANES=1", "SPARCOLL_FUSION=1"}));
+}
+
+TEST_P(AllreduceTransport, ResultsSplitOverSeveralMessages) {
+  // 4 KiB messages carry 3 blocks of 256 floats: a round's result (up to 4 x 3 blocks) is split.
+  expect_passed(run_check(4, GetParam(), 0,
+                          {"--sizes", "1,70001", "--dtypes", "f32,bf16", "--ops", "sum,min", "--densities", "0.1,1",
+                           "--patterns", "random,overlap"},
+                          {"SPARCOLL_MAX_MESSAGE=4096", "SPARCOLL_SHM_RING_BYTES=65536", "SPARCOLL_LANES=5"}));
+}
+
+TEST_P(AllreduceTransport, TwoProgressThreads) {
+  expect_passed(run_check(2, GetParam(), 0,
+                          {"--sizes", "1,257,50001", "--dtypes", "f32,i32", "--densities", "0.01,1", "--inflight", "4"},
+                          {"SPARCOLL_THREADS=2", "SPARCOLL_LANES=6"}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Allreduce, AllreduceTransport, ::testing::Values("shm", "tcp"));
+
+}  // namespace
