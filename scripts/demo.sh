@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: installs, builds, then runs a 4-rank block-sparse allreduce of 100 MiB of fp32 at
+# 1% density on the default transport, checks every element against a reference and prints the
+# result row (nccl-tests columns; #wrong must be 0).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/build.sh >/dev/null
+exec build/src/tools/sparcoll-run -n 4 -- build/perf/sparcoll-perf \
+  --elements 26214400 --dtype f32 --density 0.01 --iters 10 --warmup 2 --check "$@"
