@@ -71,6 +71,8 @@ Status CommunicatorImpl::setup(const Options& options) {
                       std::to_string(options.block_elems) + " elements (needs " +
                       std::to_string(engine::min_message_for(options.block_elems)) + " bytes)");
   options_ = options;
+  log::Level level;
+  if (log::parse_level(options_.log_level, &level)) log::set_level(level);  // code may have changed it
   s = control::join(options_, &membership_);
   if (!s.ok()) return s;
   joined_ = true;
