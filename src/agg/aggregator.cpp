@@ -35,6 +35,11 @@ struct Aggregator::Lane {
   std::vector<std::uint16_t> staged_head;// per worker: blocks already reduced
   std::vector<std::uint64_t> staged_idx; // per worker x fusion
   std::vector<std::byte> staged_data;    // per worker x fusion x full block bytes
+  std::vector<const std::byte*> staged_src;  // where each staged block's bytes are: staged_data,
+                                         // the user's send buffer (local worker) or, while the
+                                         // message that completed the round is being handled, that message
+  std::int32_t borrowed = -1;            // worker whose staged blocks point into the current message
+  engine::OpState* local_op = nullptr;   // co-located: results of this round were written to its recv
   // The round's outgoing message(s): indices then blocks, or a reason.
   std::vector<std::uint64_t> out_idx;
   std::vector<std::byte> out_data;
@@ -42,6 +47,7 @@ struct Aggregator::Lane {
   std::uint64_t out_next = kEnd;
   bool out_is_error = false;
   WireHeader header{};
+  WireHeader local_header{};             // the same chunk for the local worker: indices only
   // Send progress.
   bool sending = false;
   bool queued_for_retry = false;
@@ -89,6 +95,7 @@ Aggregator::Aggregator(const AggregatorConfig& config, engine::Outbox& outbox)
       ln.staged_head.assign(workers_, 0);
       ln.staged_idx.assign(staged, 0);
       ln.staged_data.resize(staged * full_block);
+      ln.staged_src.assign(staged, nullptr);
       ln.out_idx.assign(staged, 0);
       ln.out_data.resize(std::max(staged * full_block, std::size_t{proto::kMaxReasonBytes}));
     }
@@ -96,6 +103,7 @@ Aggregator::Aggregator(const AggregatorConfig& config, engine::Outbox& outbox)
   retry_.reserve(slots_.size() * my_lanes_.size());
   retrying_.reserve(slots_.size() * my_lanes_.size());
   acc_.resize(cfg_.block_elems);
+  iov_.resize(std::size_t{engine::result_chunk_capacity(cfg_.block_elems, 2, cfg_.max_message)} + 2);
 }
 
 Aggregator::~Aggregator() = default;
@@ -127,6 +135,8 @@ void Aggregator::init_slot(Slot& slot, std::uint32_t op_id) {
     ln.sending = false;
     ln.round_ready = false;
     ln.out_is_error = false;
+    ln.borrowed = -1;
+    ln.local_op = nullptr;
   }
 }
 
@@ -180,7 +190,23 @@ Status Aggregator::on_window(Slot& slot, Lane& lane, const proto::MessageView& m
     build_error(slot, lane);
     return start_sending(slot, lane);
   }
-  return try_emit(slot, lane);
+  Status s = try_emit(slot, lane);
+  unborrow(slot, lane);  // the message goes away when we return
+  return s;
+}
+
+// Copies the blocks that still point into the message being handled into the lane's staging.
+void Aggregator::unborrow(Slot& slot, Lane& lane) {
+  if (lane.borrowed < 0) return;
+  const auto w = static_cast<std::uint32_t>(lane.borrowed);
+  lane.borrowed = -1;
+  const std::size_t full_block = std::size_t{cfg_.block_elems} * 4;
+  for (std::uint32_t i = lane.staged_head[w]; i < lane.staged_n[w]; ++i) {
+    const std::size_t at = std::size_t{w} * cfg_.fusion + i;
+    std::byte* dst = lane.staged_data.data() + at * full_block;
+    std::memcpy(dst, lane.staged_src[at], slot.geometry.block_bytes_at(lane.staged_idx[at]));
+    lane.staged_src[at] = dst;
+  }
 }
 
 Status Aggregator::stage(Slot& slot, Lane& lane, std::uint32_t w, const proto::MessageView& m) {
@@ -217,14 +243,34 @@ Status Aggregator::stage(Slot& slot, Lane& lane, std::uint32_t w, const proto::M
   if (h.next_index != kEnd && h.nblocks == 0) return violation(w, m, "is empty but advertises a next block");
 
   const std::size_t full_block = std::size_t{cfg_.block_elems} * 4;
+  // Blocks of our own worker are read where they are; the message that completes the round is
+  // reduced in place (whatever it leaves over is copied by unborrow()); others are staged.
+  const bool local = h.flags & proto::kFlagLocalData;
+  const engine::OpState* local_op = nullptr;
+  if (local) {
+    local_op = cfg_.find_local_op ? cfg_.find_local_op(cfg_.find_local_context, h.op_id) : nullptr;
+    if (local_op == nullptr) return violation(w, m, "points at local blocks of an op this process does not run");
+  }
+  const bool completes = lane.expecting == 0 && !lane.sending;
   const std::byte* src = m.blocks;
   for (std::uint32_t i = 0; i < h.nblocks; ++i) {
-    const std::size_t bytes = g.block_bytes_at(m.indices[i]);
+    const std::uint64_t b = m.indices[i];
     const std::size_t at = std::size_t{w} * cfg_.fusion + i;
-    lane.staged_idx[at] = m.indices[i];
-    std::memcpy(lane.staged_data.data() + at * full_block, src, bytes);
+    lane.staged_idx[at] = b;
+    if (local) {
+      lane.staged_src[at] = local_op->send + b * g.full_block_bytes();
+      continue;
+    }
+    const std::size_t bytes = g.block_bytes_at(b);
+    if (completes) {
+      lane.staged_src[at] = src;
+    } else {
+      std::memcpy(lane.staged_data.data() + at * full_block, src, bytes);
+      lane.staged_src[at] = lane.staged_data.data() + at * full_block;
+    }
     src += bytes;
   }
+  if (completes && !local && h.nblocks > 0) lane.borrowed = static_cast<std::int32_t>(w);
   lane.staged_n[w] = h.nblocks;
   lane.staged_head[w] = 0;
   lane.next[w] = h.next_index;
@@ -264,8 +310,10 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
   const DataType dt = g.dtype;
   const ReduceOp op = slot.redop;
   const bool zero_matters = op == ReduceOp::min || op == ReduceOp::max;
-  const std::size_t full_stage = std::size_t{cfg_.block_elems} * 4;
   const std::size_t full_out = g.full_block_bytes();
+  // Co-located: write the results straight into our own worker's output; the other workers'
+  // copies are sent from there.
+  lane.local_op = cfg_.find_local_op ? cfg_.find_local_op(cfg_.find_local_context, slot.op_id) : nullptr;
   std::uint32_t n = 0;
   for (;;) {
     std::uint64_t b = kEnd;  // smallest staged block still pending, across workers
@@ -278,7 +326,7 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
     for (std::uint32_t w = 0; w < workers_; ++w) {
       const std::size_t at = std::size_t{w} * cfg_.fusion + lane.staged_head[w];
       if (lane.staged_head[w] < lane.staged_n[w] && lane.staged_idx[at] == b) {
-        const std::byte* src = lane.staged_data.data() + at * full_stage;
+        const std::byte* src = lane.staged_src[at];
         if (first)
           block::acc_load(dt, src, acc_.data(), elems);
         else
@@ -294,7 +342,8 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
       }
     }
     lane.out_idx[n] = b;
-    block::acc_store(dt, op, acc_.data(), elems, workers_, lane.out_data.data() + std::size_t{n} * full_out);
+    std::byte* out = lane.local_op ? lane.local_op->recv + b * full_out : lane.out_data.data() + std::size_t{n} * full_out;
+    block::acc_store(dt, op, acc_.data(), elems, workers_, out);
     ++n;
   }
   lane.out_blocks = n;
@@ -331,9 +380,10 @@ Status Aggregator::start_sending(Slot& slot, Lane& lane) {
 // Sends the round's message(s) to every worker, resuming where back-pressure stopped it.
 Status Aggregator::pump(Slot& slot, Lane& lane) {
   const proto::Geometry& g = slot.geometry;
+  struct iovec* iov = iov_.data();
   while (lane.chunk < lane.chunks) {
-    struct iovec iov[3];
     int iovcnt = 0;
+    int local_iovcnt = 0;
     if (lane.out_is_error) {
       iov[0] = {&lane.header, sizeof(WireHeader)};
       iov[1] = {lane.out_data.data(), lane.header.payload_len};
@@ -350,12 +400,25 @@ Status Aggregator::pump(Slot& slot, Lane& lane) {
           lane.header.flags = proto::kFlagFinal;
           lane.header.next_index = lane.out_next;
         }
+        lane.local_header = lane.header;
+        lane.local_header.flags |= proto::kFlagLocalData;
+        lane.local_header.payload_len = n * 8;
       }
-      const std::size_t data_bytes = lane.header.payload_len - std::size_t{n} * 8;
       iov[0] = {&lane.header, sizeof(WireHeader)};
       iov[1] = {&lane.out_idx[first], std::size_t{n} * 8};
-      iov[2] = {lane.out_data.data() + std::size_t{first} * g.full_block_bytes(), data_bytes};
-      iovcnt = 3;
+      iovcnt = 2;
+      if (lane.local_op != nullptr) {
+        // The blocks sit in our worker's output, one lane stride apart.
+        const std::size_t full = g.full_block_bytes();
+        for (std::uint32_t i = 0; i < n; ++i) {
+          const std::uint64_t b = lane.out_idx[first + i];
+          iov[iovcnt++] = {lane.local_op->recv + b * full, g.block_bytes_at(b)};
+        }
+        local_iovcnt = 2;
+      } else {
+        const std::size_t data_bytes = lane.header.payload_len - std::size_t{n} * 8;
+        iov[iovcnt++] = {lane.out_data.data() + std::size_t{first} * g.full_block_bytes(), data_bytes};
+      }
     }
     while (lane.to_worker < workers_) {
       const std::uint32_t w = lane.to_worker;
@@ -363,7 +426,13 @@ Status Aggregator::pump(Slot& slot, Lane& lane) {
         ++lane.to_worker;
         continue;
       }
-      const transport::SendResult r = outbox_.send(w, iov, iovcnt);
+      transport::SendResult r;
+      if (local_iovcnt != 0 && w == cfg_.layout.self) {
+        struct iovec local[2] = {{&lane.local_header, sizeof(WireHeader)}, iov[1]};
+        r = outbox_.send(w, local, local_iovcnt);
+      } else {
+        r = outbox_.send(w, iov, iovcnt);
+      }
       if (r == transport::SendResult::no_resource) {
         if (!lane.queued_for_retry) {
           lane.queued_for_retry = true;

@@ -33,6 +33,11 @@ struct AggregatorConfig {
   std::uint32_t block_elems = 256;
   std::uint32_t max_message = 65536;
   std::uint32_t deadline_ms = 60000;
+  // Co-located mode: finds this process's own worker state of an op (it runs on the same
+  // thread), so local blocks are read from, and results written to, the user's buffers directly
+  // instead of being copied through the loopback. Null for dedicated aggregators.
+  engine::OpState* (*find_local_op)(void* context, std::uint32_t op_id) = nullptr;
+  void* find_local_context = nullptr;
 };
 
 class Aggregator {
@@ -61,6 +66,7 @@ class Aggregator {
 
   Status on_window(Slot& slot, Lane& lane, const proto::MessageView& m);
   Status stage(Slot& slot, Lane& lane, std::uint32_t w, const proto::MessageView& m);
+  void unborrow(Slot& slot, Lane& lane);
   Status try_emit(Slot& slot, Lane& lane);
   void reduce_round(Slot& slot, Lane& lane, std::uint64_t limit);
   void begin_failure(Lane& lane, ErrorCode code, std::string reason);
@@ -84,6 +90,7 @@ class Aggregator {
   std::vector<Pending> retry_;            // lanes whose sends hit back-pressure
   std::vector<Pending> retrying_;         // the list being retried (capacity reused)
   std::vector<float> acc_;                // one block of accumulator (fp32 / int32 bits)
+  std::vector<struct iovec> iov_;         // one result message: header, indices, one entry per block
 };
 
 }  // namespace sparcoll::agg

@@ -69,7 +69,13 @@ Status BlockSparseWorker::send_window(engine::OpState& op, engine::WorkerLane& l
   *h = proto::make_header(MsgType::window, op.geometry, op.redop, cfg_.job_epoch, op.op_id, lane.lane, cfg_.layout.self);
   h->nblocks = n;
   h->next_index = b < nblocks ? b : kEnd;
-  h->payload_len = static_cast<std::uint32_t>(proto::payload_bytes(op.geometry, idx, n));
+  if (cfg_.layout.aggregator_of_lane(lane.lane) == cfg_.layout.self) {
+    // Our own aggregator reads the blocks straight from op.send: send the indices only.
+    h->flags = proto::kFlagLocalData;
+    h->payload_len = static_cast<std::uint32_t>(8 * std::size_t{n});
+  } else {
+    h->payload_len = static_cast<std::uint32_t>(proto::payload_bytes(op.geometry, idx, n));
+  }
   lane.advertised_next = h->next_index;
   lane.window_blocks = n;
   return transmit(op, lane);
@@ -88,8 +94,9 @@ Status BlockSparseWorker::transmit(engine::OpState& op, engine::WorkerLane& lane
     iov_[0] = {scratch, sizeof(WireHeader) + 8 * std::size_t{h->nblocks}};
     iovcnt = 1;
     const std::size_t full = op.geometry.full_block_bytes();
-    for (std::uint16_t i = 0; i < h->nblocks; ++i)
-      iov_[iovcnt++] = {const_cast<std::byte*>(op.send) + idx[i] * full, op.geometry.block_bytes_at(idx[i])};
+    if (!(h->flags & proto::kFlagLocalData))
+      for (std::uint16_t i = 0; i < h->nblocks; ++i)
+        iov_[iovcnt++] = {const_cast<std::byte*>(op.send) + idx[i] * full, op.geometry.block_bytes_at(idx[i])};
   }
   const std::uint32_t aggregator = cfg_.layout.aggregator_of_lane(lane.lane);
   const transport::SendResult r = outbox_.send(aggregator, iov_.data(), iovcnt);
@@ -159,14 +166,18 @@ Status BlockSparseWorker::on_message(engine::OpState& op, const proto::MessageVi
     return violation(m, "describes another tensor");
 
   const std::size_t full = g.full_block_bytes();
+  // A co-located aggregator has already written the reduced blocks into op.recv.
+  const bool placed = h.flags & proto::kFlagLocalData;
   const std::byte* src = m.blocks;
   for (std::uint32_t i = 0; i < h.nblocks; ++i) {
     const std::uint64_t b = m.indices[i];
     if (b < lane.filled_until) return violation(m, "repeats or reorders block " + std::to_string(b));
     zero_fill(op, lane, b);
     const std::size_t bytes = g.block_bytes_at(b);
-    std::memcpy(op.recv + b * full, src, bytes);
-    src += bytes;
+    if (!placed) {
+      std::memcpy(op.recv + b * full, src, bytes);
+      src += bytes;
+    }
     lane.filled_until = b + cfg_.layout.lanes;
   }
   OpStats& st = op.shard_stats[cfg_.shard];

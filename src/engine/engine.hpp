@@ -43,6 +43,8 @@ class Shard {
   void submit(OpState* op);
   std::uint32_t worker_lanes() const noexcept { return worker_.lanes_here(); }
   void add_traffic(TrafficStats* total) const noexcept;
+  // For the co-located aggregator: this process's own worker state of an op, or null.
+  static OpState* find_local_op(void* shard, std::uint32_t op_id);
 
  private:
   void run();
@@ -70,6 +72,7 @@ class Shard {
   bool failed_ = false;           // this shard has seen the engine break
   Clock::time_point next_deadline_check_;
   Clock::time_point idle_since_;
+  std::uint64_t rounds_ = 0;
   std::atomic<std::uint64_t> bytes_received_{0};
   std::atomic<std::uint64_t> messages_received_{0};
 };

@@ -94,6 +94,7 @@ DecodeError decode(const std::byte* data, std::size_t size, std::uint32_t nprocs
     if (i > 0 && b <= indices[i - 1]) return DecodeError::bad_index;
     data_bytes += v.geometry.block_bytes_at(b);
   }
+  if (h->flags & kFlagLocalData) data_bytes = 0;
   if (index_bytes + data_bytes != h->payload_len) return DecodeError::bad_length;
   const bool has_next = type == MsgType::window || (h->flags & kFlagFinal);
   if (has_next && h->next_index != kEnd) {

@@ -32,6 +32,10 @@ enum class MsgType : std::uint8_t {
 
 enum HeaderFlags : std::uint32_t {
   kFlagFinal = 1u << 0,  // result: last message of a round; next_index is valid
+  // The blocks are not in the payload (indices only): sender and receiver are the same process
+  // (co-located worker and aggregator), which reads them from the op's own buffers. Only valid
+  // on the loopback; the engine rejects it from any other peer.
+  kFlagLocalData = 1u << 1,
 };
 
 struct WireHeader {
