@@ -112,6 +112,12 @@ JobSimulator::JobSimulator(const SimConfig& cfg)
     a.block_elems = cfg_.block_elems;
     a.max_message = cfg_.max_message;
     a.deadline_ms = 3'600'000;
+    // As engine.cpp's aggregator_config: a co-located worker's aggregator reads its own blocks
+    // from, and writes results to, the worker's buffers (kFlagLocalData on the loopback).
+    if (cfg_.dedicated == 0 && a.layout.self_is_worker()) {
+      a.find_local_op = &JobSimulator::find_local_op;
+      a.find_local_context = proc.get();
+    }
     proc->aggregator = std::make_unique<agg::Aggregator>(a, proc->outbox);
     algo::WorkerConfig w;
     w.layout = layout(p);
@@ -190,6 +196,16 @@ void JobSimulator::maybe_finish(std::uint32_t w, SimOp& op) {
   op.finished = true;
   op.state->shards_left.fetch_sub(1);
   op.state->busy.store(0);
+  // The user owns the buffers again: keep what the op produced, then scribble over them as a
+  // user reusing them at once would.
+  const std::size_t bytes = op.state->geometry.count * op.state->geometry.elem_size();
+  if (op.state->recv != nullptr) {
+    op.output.assign(op.state->recv, op.state->recv + bytes);
+    if (cfg_.reuse_buffers_on_finish) {
+      std::memset(op.state->recv, 0xEE, bytes);
+      if (!op.state->in_place && op.state->send) std::memset(const_cast<std::byte*>(op.state->send), 0xDD, bytes);
+    }
+  }
 }
 
 // iallreduce waits until the engine's op slot (op_id % max_inflight) is free: op X + max_inflight
@@ -198,6 +214,12 @@ bool JobSimulator::slot_free(std::uint32_t w, std::uint32_t op_id) const {
   for (const SimOp* op : procs_[w]->active)
     if (op->state->op_id % cfg_.max_inflight == op_id % cfg_.max_inflight) return false;
   return true;
+}
+
+engine::OpState* JobSimulator::find_local_op(void* context, std::uint32_t op_id) {
+  for (SimOp* op : static_cast<Proc*>(context)->active)
+    if (op->state->op_id == op_id) return op->state.get();
+  return nullptr;
 }
 
 JobSimulator::SimOp* JobSimulator::find_active(std::uint32_t w, std::uint32_t op_id) {
@@ -220,6 +242,13 @@ bool JobSimulator::finished(std::uint32_t w, std::uint32_t op_id) const {
   return false;
 }
 
+const std::vector<std::byte>& JobSimulator::output(std::uint32_t w, std::uint32_t op_id) const {
+  const Proc& proc = *procs_.at(w);
+  for (auto it = proc.ops.rbegin(); it != proc.ops.rend(); ++it)
+    if (it->state->op_id == op_id) return it->output;
+  throw std::out_of_range("no such op");
+}
+
 Status JobSimulator::status(std::uint32_t w, std::uint32_t op_id) {
   engine::OpState& s = op(w, op_id);
   return s.failed.load() ? s.error : Status();
@@ -235,7 +264,7 @@ void JobSimulator::dispatch(std::uint32_t p, const transport::ReceivedMessage& m
     return;
   }
   const WireHeader& h = *view.header;
-  if (h.sender != msg.peer || h.job_epoch != cfg_.job_epoch) {
+  if (h.sender != msg.peer || h.job_epoch != cfg_.job_epoch || ((h.flags & proto::kFlagLocalData) && msg.peer != p)) {
     violations.push_back(L.name(p) + ": bad sender/epoch from " + L.name(msg.peer));
     return;
   }

@@ -47,7 +47,8 @@ struct SimConfig {
   std::size_t loopback_bytes = std::size_t{64} << 20;
   int slow_process = -1;             // deliveries to this process are picked with slow_probability
   double slow_probability = 1.0;
-  bool start_immediately = false;    // start submitted ops at once instead of at random moments
+  bool start_immediately = false;
+  bool reuse_buffers_on_finish = false;  // scribble over send/recv as soon as an op finishes on a worker    // start submitted ops at once instead of at random moments
   std::size_t max_steps = 5'000'000; // livelock guard
 };
 
@@ -140,6 +141,8 @@ class JobSimulator {
   engine::OpState& op(std::uint32_t w, std::uint32_t op_id);
   bool finished(std::uint32_t w, std::uint32_t op_id) const;
   Status status(std::uint32_t w, std::uint32_t op_id);  // the op's error, or ok
+  // The op's recv bytes at the moment it finished (before reuse_buffers_on_finish scribbled).
+  const std::vector<std::byte>& output(std::uint32_t w, std::uint32_t op_id) const;
 
   agg::Aggregator& aggregator(std::uint32_t p);
   algo::BlockSparseWorker& worker(std::uint32_t p);
@@ -158,6 +161,7 @@ class JobSimulator {
     std::unique_ptr<engine::OpState> state;
     bool started = false;
     bool finished = false;
+    std::vector<std::byte> output;  // recv as it was when the op finished
   };
 
   void start(std::uint32_t w, SimOp& op);
@@ -165,6 +169,7 @@ class JobSimulator {
   void maybe_finish(std::uint32_t w, SimOp& op);
   SimOp* find_active(std::uint32_t w, std::uint32_t op_id);
   bool slot_free(std::uint32_t w, std::uint32_t op_id) const;
+  static engine::OpState* find_local_op(void* context, std::uint32_t op_id);
   void note(std::uint32_t p, const Status& s);
 
   SimConfig cfg_;

@@ -285,6 +285,21 @@ TEST(ProtoCodec, TailBlockLengthRule) {
   }
 }
 
+TEST(ProtoCodec, LocalDataMessagesCarryIndicesOnly) {
+  const Geometry g = geom(10, 4, 2);
+  for (MsgType t : {MsgType::window, MsgType::result}) {
+    WireHeader h = proto::make_header(t, g, ReduceOp::sum, 0, 0, 0, 0);
+    h.flags = proto::kFlagLocalData | (t == MsgType::result ? std::uint32_t{proto::kFlagFinal} : 0u);
+    std::vector<std::byte> data(24, std::byte{1});
+    MessageView v;
+    const RawMessage idx_only = build_message(h, {0, 2}, nullptr, 0);
+    ASSERT_EQ(decode(idx_only, &v), DecodeError::none);
+    EXPECT_EQ(v.blocks, idx_only.data() + idx_only.size);
+    EXPECT_EQ(decode(build_message(h, {0, 2}, data.data(), 24)), DecodeError::bad_length);
+    EXPECT_EQ(decode(build_message(h, {0, 3}, nullptr, 0)), DecodeError::bad_index);
+  }
+}
+
 TEST(ProtoCodec, DescribeNamesEveryError) {
   for (int e = 0; e <= static_cast<int>(DecodeError::bad_sender); ++e) {
     const std::string text = proto::describe(static_cast<DecodeError>(e));
@@ -333,7 +348,7 @@ void check_accepted(const std::byte* data, std::size_t size, std::uint32_t nproc
     if (i) {
       ASSERT_GT(v.indices[i], v.indices[i - 1]);
     }
-    bytes += v.geometry.block_bytes_at(v.indices[i]);
+    if (!(h.flags & proto::kFlagLocalData)) bytes += v.geometry.block_bytes_at(v.indices[i]);  // local: indices only
   }
   ASSERT_EQ(bytes, h.payload_len);
   const std::byte* end = data + size;
@@ -358,6 +373,12 @@ std::vector<RawMessage> fuzz_seeds() {
   seeds.push_back(blocks_message(MsgType::result, geom(50, 4, 2, DataType::i32), 0, 1, {0, 2}, 6));
   seeds.push_back(blocks_message(MsgType::result, geom(50, 4, 2), 0, 1, {4, 6, 8, 10}, 3, false));
   seeds.push_back(blocks_message(MsgType::result, geom(std::uint64_t{1} << 40, 2, 7), 3, 2, {3, 10}, 24));
+  {
+    WireHeader h = proto::make_header(MsgType::window, geom(100, 4, 3), ReduceOp::sum, 9, 3, 1, 0);
+    h.flags = proto::kFlagLocalData;
+    h.next_index = 10;
+    seeds.push_back(build_message(h, {1, 4, 7}, nullptr, 0));
+  }
   seeds.push_back(reason_message(MsgType::error, geom(10, 4, 2), 1, 3, "rank 2 passed 11 x f32 sum"));
   seeds.push_back(reason_message(MsgType::abort, geom(0, 4, 2), 0, 0, std::string(200, 'r')));
   seeds.push_back(reason_message(MsgType::error, geom(10, 4, 2), 1, 3, std::string(proto::kMaxReasonBytes, 'e')));
