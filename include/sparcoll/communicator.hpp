@@ -83,7 +83,8 @@ class Communicator {
   // recv = reduce(send over all ranks). In place when send == recv. `count` elements of `dtype`.
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   // Non-blocking; buffers must stay valid until the request completes. Up to
-  // options.max_inflight operations run at once; more wait for a free slot inside the call.
+  // options.max_inflight operations (rounded up to a power of two) run at once; more wait for a
+  // free slot inside the call.
   Request iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
 
   // Every rank waits until every rank has called barrier().

@@ -82,7 +82,7 @@ Aggregator::Aggregator(const AggregatorConfig& config, engine::Outbox& outbox)
   }
   const std::size_t full_block = std::size_t{cfg_.block_elems} * 4;
   const std::size_t staged = std::size_t{workers_} * cfg_.fusion;
-  slots_.resize(std::size_t{2} * cfg_.max_inflight);
+  slots_.resize(std::size_t{2} * engine::op_slot_count(cfg_.max_inflight));
   for (Slot& s : slots_) {
     s.lanes.resize(my_lanes_.size());
     for (std::size_t i = 0; i < my_lanes_.size(); ++i) {
@@ -421,7 +421,9 @@ Status Aggregator::pump(Slot& slot, Lane& lane) {
       }
     }
     while (lane.to_worker < workers_) {
-      const std::uint32_t w = lane.to_worker;
+      // Co-located: our own worker comes last. Its final result completes its op, and then the
+      // caller owns the output again, which the other workers' copies are sent from.
+      const std::uint32_t w = local_iovcnt != 0 ? (cfg_.layout.self + 1 + lane.to_worker) % workers_ : lane.to_worker;
       if (lane.out_is_error && !lane.joined[w]) {  // never tell a worker about an op it has not started
         ++lane.to_worker;
         continue;

@@ -118,7 +118,7 @@ CommunicatorImpl::~CommunicatorImpl() { shutdown(); }
 void CommunicatorImpl::shutdown() {
   if (engine_) {
     // Every op must be finished before the peers are told we are leaving.
-    for (std::uint32_t i = 0; i < options_.max_inflight; ++i) {
+    for (std::uint32_t i = 0; i < engine_->slot_count(); ++i) {
       engine::OpState& op = engine_->slot(i);
       while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
     }

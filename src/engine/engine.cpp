@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "common/log.hpp"
+#include "engine/limits.hpp"
 #include "proto/wire.hpp"
 
 namespace sparcoll::engine {
@@ -63,8 +64,8 @@ Shard::Shard(Engine& engine, std::uint32_t index, transport::Channel* channel)
       outbox_(engine.config().layout.self, channel, &loopback_),
       aggregator_(aggregator_config(engine.config(), index, this), outbox_),
       worker_(worker_config(engine.config(), index), outbox_),
-      submissions_(engine.config().options.max_inflight) {
-  active_.reserve(engine.config().options.max_inflight);
+      submissions_(op_slot_count(engine.config().options.max_inflight)) {
+  active_.reserve(op_slot_count(engine.config().options.max_inflight));
 }
 
 Shard::~Shard() { stop(); }
@@ -90,7 +91,7 @@ void Shard::stop() {
 }
 
 void Shard::submit(OpState* op) {
-  while (!submissions_.push(op)) std::this_thread::yield();  // cannot stay full: max_inflight bounds it
+  while (!submissions_.push(op)) std::this_thread::yield();  // cannot stay full: one entry per op slot
   wake_.fetch_add(1, std::memory_order_release);
   futex_wake(&wake_);
 }
@@ -325,7 +326,7 @@ void Shard::check_deadlines(Clock::time_point now) {
 // Engine
 
 Engine::Engine(EngineConfig config, transport::Driver* driver) : config_(std::move(config)) {
-  const std::uint32_t k = config_.options.max_inflight;
+  const std::uint32_t k = op_slot_count(config_.options.max_inflight);
   ops_.reserve(k);
   for (std::uint32_t i = 0; i < k; ++i) ops_.push_back(std::make_unique<OpState>());
   const std::uint32_t t = config_.options.threads;

@@ -89,8 +89,9 @@ class Engine {
 
   const EngineConfig& config() const noexcept { return config_; }
   std::uint32_t shard_count() const noexcept { return static_cast<std::uint32_t>(shards_.size()); }
-  // The op slot an op id maps to (max_inflight slots, reused round-robin).
-  OpState& slot(std::uint32_t op_id) { return *ops_[op_id % ops_.size()]; }
+  // The op slot an op id maps to (engine::op_slot_count slots, reused round-robin).
+  OpState& slot(std::uint32_t op_id) { return *ops_[op_id & (ops_.size() - 1)]; }
+  std::uint32_t slot_count() const noexcept { return static_cast<std::uint32_t>(ops_.size()); }
   // Calling thread: hand a prepared op to every shard.
   void submit(OpState* op);
 
