@@ -1,5 +1,7 @@
 #include "api/communicator_impl.hpp"
 
+#include <bit>
+#include <cstring>
 #include <thread>
 
 #include "block/bitmap.hpp"
@@ -180,8 +182,22 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
     state.fail(Status(ErrorCode::invalid_argument, "allreduce op " + std::to_string(op_id) + ": " + problem));
   } else {
     const std::size_t nblocks = block::block_count(count, options_.block_elems);
-    state.bitmap.resize(block::bitmap_words(nblocks) + 1);  // +1: never empty, so data() is valid
-    block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data());
+    const std::size_t words = block::bitmap_words(nblocks);
+    state.bitmap.resize(words + 1);  // +1: never empty, so data() is valid
+    if (state.in_place) {
+      // In place, blocks nobody sends keep their bytes: turn a local -0.0 block into +0 so every
+      // rank ends with the same bytes there.
+      signed_zero_.resize(words + 1);
+      block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data(), signed_zero_.data());
+      const std::size_t full = std::size_t{options_.block_elems} * dtype_size(dtype);
+      for (std::size_t w = 0; w < words; ++w)
+        for (std::uint64_t bits = signed_zero_[w]; bits != 0; bits &= bits - 1) {
+          const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+          std::memset(static_cast<std::byte*>(recv) + b * full, 0, std::min(full, count * dtype_size(dtype) - b * full));
+        }
+    } else {
+      block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data());
+    }
   }
   state.lanes.resize(options_.lanes);
   state.scratch.resize(std::size_t{options_.lanes} *

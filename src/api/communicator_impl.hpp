@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "control/bootstrap.hpp"
 #include "engine/engine.hpp"
@@ -44,6 +45,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::unique_ptr<transport::Driver> driver_;
   std::unique_ptr<engine::Engine> engine_;
   std::uint32_t next_op_id_ = 0;
+  std::vector<std::uint64_t> signed_zero_;  // scratch for in-place scans (capacity reused)
   bool joined_ = false;
 };
 

@@ -33,22 +33,37 @@ struct ScanJob {
 
 // Fills bitmap words [first_word, end_word) in full, so threads given disjoint word ranges
 // never write the same word. Bits past the last block stay zero.
+//
+// With `signed_zero_bits`, a block whose elements are all zero but not all +0 (some -0.0) gets
+// its bit there: callers reducing in place rewrite those as +0 so every rank ends with the same
+// bytes. The raw test comes first: an all-+0 block (the common case) is read once, and a
+// non-zero block stops both tests at its first non-zero element.
 template <AnyNonzeroFn any_nonzero>
-void scan_words(const ScanJob& job, std::size_t first_word, std::size_t end_word, std::uint64_t* bits) noexcept {
+void scan_words(const ScanJob& job, std::size_t first_word, std::size_t end_word, std::uint64_t* bits,
+                std::uint64_t* signed_zero_bits) noexcept {
   for (std::size_t w = first_word; w < end_word; ++w) {
     const std::size_t first_block = w * 64;
     const std::size_t end_block = std::min(first_block + 64, job.nblocks);
-    std::uint64_t word = 0;
+    std::uint64_t word = 0, signed_zero = 0;
     for (std::size_t b = first_block; b < end_block; ++b) {
       const std::size_t offset = b * job.block_bytes;
       const std::size_t len = std::min(job.block_bytes, job.total_bytes - offset);
-      if (any_nonzero(job.data + offset, len, job.nonzero_mask)) word |= std::uint64_t{1} << (b - first_block);
+      const std::uint64_t bit = std::uint64_t{1} << (b - first_block);
+      if (signed_zero_bits == nullptr || job.nonzero_mask == 0xffffffffu) {
+        if (any_nonzero(job.data + offset, len, job.nonzero_mask)) word |= bit;
+      } else if (any_nonzero(job.data + offset, len, 0xffffffffu)) {
+        if (any_nonzero(job.data + offset, len, job.nonzero_mask))
+          word |= bit;
+        else
+          signed_zero |= bit;
+      }
     }
     bits[w] = word;
+    if (signed_zero_bits != nullptr) signed_zero_bits[w] = signed_zero;
   }
 }
 
-using ScanWordsFn = void (*)(const ScanJob&, std::size_t, std::size_t, std::uint64_t*) noexcept;
+using ScanWordsFn = void (*)(const ScanJob&, std::size_t, std::size_t, std::uint64_t*, std::uint64_t*) noexcept;
 
 AnyNonzeroFn any_nonzero_for(SimdLevel level) noexcept {
   switch (level) {
@@ -95,13 +110,15 @@ bool any_nonzero_scalar(const unsigned char* p, std::size_t bytes, std::uint32_t
 }
 
 std::size_t scan_nonzero_blocks_at(SimdLevel level, const void* data, std::size_t count, DataType dtype,
-                                   std::uint32_t block_elems, std::uint64_t* bits) noexcept {
+                                   std::uint32_t block_elems, std::uint64_t* bits,
+                                   std::uint64_t* signed_zero_bits) noexcept {
   if (block_elems == 0) return 0;  // no block geometry: there are no blocks to describe
   const std::size_t esize = dtype_size(dtype);
   const std::size_t nblocks = block_count(count, block_elems);
   const std::size_t nwords = bitmap_words(nblocks);
   if (esize == 0) {  // unknown dtype: report nothing to send rather than read past the tensor
     std::fill_n(bits, nwords, std::uint64_t{0});
+    if (signed_zero_bits != nullptr) std::fill_n(signed_zero_bits, nwords, std::uint64_t{0});
     return 0;
   }
   const ScanJob job{static_cast<const unsigned char*>(data), count * esize, block_elems * esize, nonzero_mask(dtype),
@@ -111,12 +128,14 @@ std::size_t scan_nonzero_blocks_at(SimdLevel level, const void* data, std::size_
   if (job.total_bytes > kParallelScanBytes && nwords > 1) {
     const std::size_t grain = std::max<std::size_t>(1, kBytesPerTask / (job.block_bytes * 64));
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nwords, grain),
-                      [&](const tbb::blocked_range<std::size_t>& r) { scan(job, r.begin(), r.end(), bits); });
+                      [&](const tbb::blocked_range<std::size_t>& r) {
+                        scan(job, r.begin(), r.end(), bits, signed_zero_bits);
+                      });
   } else {
-    scan(job, 0, nwords, bits);
+    scan(job, 0, nwords, bits, signed_zero_bits);
   }
 #else
-  scan(job, 0, nwords, bits);
+  scan(job, 0, nwords, bits, signed_zero_bits);
 #endif
   std::size_t nonzero = 0;
   for (std::size_t w = 0; w < nwords; ++w) nonzero += static_cast<std::size_t>(std::popcount(bits[w]));
@@ -130,8 +149,8 @@ bool is_zero_at(SimdLevel level, const void* data, std::size_t n, DataType dtype
 }
 
 std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                                std::uint64_t* bits) {
-  return scan_nonzero_blocks_at(simd_level(), data, count, dtype, block_elems, bits);
+                                std::uint64_t* bits, std::uint64_t* signed_zero_bits) {
+  return scan_nonzero_blocks_at(simd_level(), data, count, dtype, block_elems, bits, signed_zero_bits);
 }
 
 bool is_zero(const void* data, std::size_t n, DataType dtype) { return is_zero_at(simd_level(), data, n, dtype); }

@@ -20,8 +20,9 @@ constexpr std::size_t bitmap_words(std::size_t nblocks) noexcept { return (nbloc
 // Writes bitmap_words(nblocks) words to `bits` (bit i of word i/64 = block i non-zero; unused
 // high bits of the last word are zero) and returns the number of non-zero blocks. SIMD
 // (AVX2 / AVX-512 chosen at run time); large tensors are split over TBB worker threads.
+// With `signed_zero_bits` (same size), also marks the zero blocks that hold a -0.0 (floats).
 std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                                std::uint64_t* bits);
+                                std::uint64_t* bits, std::uint64_t* signed_zero_bits = nullptr);
 
 // True when the `n` elements at `data` are all zero (same rule as above).
 bool is_zero(const void* data, std::size_t n, DataType dtype);

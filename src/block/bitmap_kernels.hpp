@@ -34,7 +34,8 @@ bool any_nonzero_avx512(const unsigned char* p, std::size_t bytes, std::uint32_t
 
 // bitmap.hpp's functions at a given level (tests).
 std::size_t scan_nonzero_blocks_at(SimdLevel level, const void* data, std::size_t count, DataType dtype,
-                                   std::uint32_t block_elems, std::uint64_t* bits) noexcept;
+                                   std::uint32_t block_elems, std::uint64_t* bits,
+                                   std::uint64_t* signed_zero_bits = nullptr) noexcept;
 bool is_zero_at(SimdLevel level, const void* data, std::size_t n, DataType dtype) noexcept;
 
 }  // namespace sparcoll::block

@@ -240,3 +240,26 @@ TEST(BlockBitmap, PublicEntryPointsAgree) {
 
 }  // namespace
 }  // namespace sparcoll::block
+
+// Zero blocks holding -0.0 are reported apart, so in-place callers can normalise them to +0.
+TEST(BlockBitmapSignedZero, NegativeZeroBlocksAreMarkedApart) {
+  using sparcoll::block::scan_nonzero_blocks;
+  std::vector<float> v(4 * 8, 0.0f);  // four blocks of 8
+  v[1] = -0.0f;                       // block 0: only a -0.0 -> signed zero
+  v[8 + 3] = 2.0f;                    // block 1: non-zero
+  v[16 + 0] = -0.0f;                  // block 2: -0.0 and a value -> non-zero
+  v[16 + 7] = 1.0f;
+  std::uint64_t bits[1] = {~0ull}, signed_zero[1] = {~0ull};
+  EXPECT_EQ(scan_nonzero_blocks(v.data(), v.size(), sparcoll::DataType::f32, 8, bits, signed_zero), 2u);
+  EXPECT_EQ(bits[0], 0b0110u);
+  EXPECT_EQ(signed_zero[0], 0b0001u);
+  std::vector<std::int32_t> ints(16, 0);  // integers have no signed zero
+  ints[9] = static_cast<std::int32_t>(0x80000000u);
+  EXPECT_EQ(scan_nonzero_blocks(ints.data(), ints.size(), sparcoll::DataType::i32, 8, bits, signed_zero), 1u);
+  EXPECT_EQ(bits[0], 0b10u);
+  EXPECT_EQ(signed_zero[0], 0u);
+  std::vector<std::uint16_t> halves(8, 0);
+  halves[5] = 0x8000;  // -0.0 in fp16
+  EXPECT_EQ(scan_nonzero_blocks(halves.data(), halves.size(), sparcoll::DataType::f16, 4, bits, signed_zero), 0u);
+  EXPECT_EQ(signed_zero[0], 0b10u);
+}

@@ -4,7 +4,10 @@
 //
 //   sparcoll-check [--dtypes f32,f16,bf16,i32] [--ops sum,avg,min,max] [--sizes 0,1,255,257]
 //                  [--densities 0,0.001,0.01,0.1,1] [--patterns random,overlap,disjoint,one_dense]
-//                  [--inflight N] [--repeat N] [--seed S]
+//                  [--inflight N] [--repeat N] [--seed S] [--negative-zeros]
+// Every result is also hashed and the hashes compared across ranks: results must be bitwise
+// identical everywhere. --negative-zeros writes -0.0 into the zero elements of odd ranks' float
+// inputs (they still count as zero).
 // Prints "sparcoll-check: N cases passed" on rank 0; exits 1 on the first wrong element.
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +38,23 @@ struct Case {
   std::string label;
 };
 
+std::int32_t fnv1a(const std::vector<std::byte>& bytes) {
+  std::uint32_t h = 2166136261u;
+  for (std::byte b : bytes) h = (h ^ static_cast<std::uint8_t>(b)) * 16777619u;
+  return static_cast<std::int32_t>(h);
+}
+
+// -0.0 in every zero element of a float tensor.
+void negate_zeros(std::vector<std::byte>* data, sparcoll::DataType dtype) {
+  if (dtype == sparcoll::DataType::i32) return;
+  const std::size_t esize = sparcoll::dtype_size(dtype);
+  for (std::size_t at = 0; at + esize <= data->size(); at += esize) {
+    bool zero = true;
+    for (std::size_t k = 0; k < esize; ++k) zero &= (*data)[at + k] == std::byte{0};
+    if (zero) (*data)[at + esize - 1] = std::byte{0x80};  // little-endian: the sign is in the last byte
+  }
+}
+
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "sparcoll-check: %s\n", why);
   std::exit(2);
@@ -48,8 +68,13 @@ int main(int argc, char** argv) {
                            patterns = {"random", "overlap", "disjoint"};
   int inflight = 3, repeat = 1;
   std::uint64_t seed = 7;
+  bool negative_zeros = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--negative-zeros") {
+      negative_zeros = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
     const std::string v = argv[++i];
     if (a == "--dtypes") dtypes = split(v);
@@ -97,6 +122,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = first; i < last; ++i) {
         Case& c = cases[i];
         sparcoll::perf::generate(c.spec, comm.rank(), &c.send);
+        if (negative_zeros && comm.rank() % 2 == 1) negate_zeros(&c.send, c.spec.dtype);
         // Poison the output so a block the library forgets to write is caught.
         c.recv.assign(c.send.size(), std::byte{0x7b});
         void* out = c.in_place ? c.send.data() : c.recv.data();
@@ -113,6 +139,15 @@ int main(int argc, char** argv) {
         if (wrong != 0) {
           std::fprintf(stderr, "sparcoll-check: rank %d: %s: %zu wrong elements, first %s\n", comm.rank(),
                        c.label.c_str(), wrong, where.c_str());
+          return 1;
+        }
+        // Bitwise identical on every rank: the smallest and the largest hash must agree.
+        std::int32_t hashes[2] = {fnv1a(got), fnv1a(got)};
+        comm.allreduce(&hashes[0], &hashes[0], 1, sparcoll::DataType::i32, sparcoll::ReduceOp::min);
+        comm.allreduce(&hashes[1], &hashes[1], 1, sparcoll::DataType::i32, sparcoll::ReduceOp::max);
+        if (hashes[0] != hashes[1]) {
+          std::fprintf(stderr, "sparcoll-check: rank %d: %s: results differ between ranks (bytes, not values)\n",
+                       comm.rank(), c.label.c_str());
           return 1;
         }
         ++passed;

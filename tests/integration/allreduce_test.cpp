@@ -91,6 +91,12 @@ TEST_P(AllreduceTransport, TwoProgressThreads) {
                           {"SPARCOLL_THREADS=2", "SPARCOLL_LANES=6"}));
 }
 
+TEST_P(AllreduceTransport, NegativeZerosStillGiveIdenticalBytesEverywhere) {
+  expect_passed(run_check(3, GetParam(), 0,
+                          {"--sizes", "1,257,20001", "--dtypes", "f32,f16,bf16", "--ops", "sum,max", "--densities",
+                           "0,0.1,1", "--negative-zeros"}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Allreduce, AllreduceTransport, ::testing::Values("shm", "tcp"));
 
 }  // namespace
