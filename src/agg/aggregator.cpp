@@ -514,13 +514,13 @@ Status Aggregator::check_deadlines(engine::Clock::time_point now) {
   return Status();
 }
 
-void Aggregator::fail_all(const std::string& reason) {
+void Aggregator::fail_all(const Status& reason) {
   for (Slot& slot : slots_) {
     if (!slot.active) continue;
     for (Lane& lane : slot.lanes) {
       if (lane.finished) continue;
       lane.failing = false;
-      begin_failure(lane, ErrorCode::peer_failure, reason);
+      begin_failure(lane, reason.code(), reason.message());
       build_error(slot, lane);
       // Best effort: the channel may be down; the lane is finished either way.
       (void)start_sending(slot, lane);

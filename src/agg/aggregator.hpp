@@ -55,8 +55,9 @@ class Aggregator {
   Status retry_sends();
   // Fails lanes stalled past the deadline, naming the workers they wait for.
   Status check_deadlines(engine::Clock::time_point now);
-  // A peer failed: fail every active lane, telling the workers still reachable.
-  void fail_all(const std::string& reason);
+  // The job failed (a peer died, a deadline passed): fail every active lane, telling the workers
+  // still reachable, with the original code and reason.
+  void fail_all(const Status& reason);
   bool has_pending_sends() const noexcept { return !retry_.empty(); }
   std::uint32_t lanes_served() const noexcept { return static_cast<std::uint32_t>(my_lanes_.size()); }
 

@@ -199,7 +199,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
       block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data());
     }
   }
-  state.lanes.resize(options_.lanes);
+  state.lanes.assign(options_.lanes, engine::WorkerLane{});
   state.scratch.resize(std::size_t{options_.lanes} *
                        algo::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
   state.request = std::make_shared<RequestState>();

@@ -242,7 +242,9 @@ void Shard::dispatch(const transport::ReceivedMessage& msg) {
 void Shard::start_op(OpState* op) {
   active_.push_back(op);
   if (failed_) {
-    worker_.fail_lanes(*op, engine_.broken_status());
+    // Never started here: no lane is open, so none can be closed one by one.
+    op->fail(engine_.broken_status());
+    op->shard_lanes_left[index_] = 0;
   } else {
     Status s = worker_.start(*op);
     if (!s.ok()) {
@@ -284,7 +286,7 @@ void Shard::maybe_finish(OpState* op) {
 void Shard::fail_everything(const Status& reason) {
   if (failed_) return;
   failed_ = true;
-  aggregator_.fail_all(reason.message());
+  aggregator_.fail_all(reason);
   // Copy: maybe_finish edits active_.
   std::vector<OpState*> ops = active_;
   for (OpState* op : ops) {

@@ -141,11 +141,12 @@ int main(int argc, char** argv) {
                        c.label.c_str(), wrong, where.c_str());
           return 1;
         }
-        // Bitwise identical on every rank: the smallest and the largest hash must agree.
-        std::int32_t hashes[2] = {fnv1a(got), fnv1a(got)};
-        comm.allreduce(&hashes[0], &hashes[0], 1, sparcoll::DataType::i32, sparcoll::ReduceOp::min);
-        comm.allreduce(&hashes[1], &hashes[1], 1, sparcoll::DataType::i32, sparcoll::ReduceOp::max);
-        if (hashes[0] != hashes[1]) {
+        // Bitwise identical on every rank: the largest hash and the smallest (max of ~h = ~min h)
+        // must agree; one allreduce gives both.
+        const std::int32_t h = fnv1a(got);
+        std::int32_t hashes[2] = {h, ~h};
+        comm.allreduce(hashes, hashes, 2, sparcoll::DataType::i32, sparcoll::ReduceOp::max);
+        if (hashes[0] != ~hashes[1]) {
           std::fprintf(stderr, "sparcoll-check: rank %d: %s: results differ between ranks (bytes, not values)\n",
                        comm.rank(), c.label.c_str());
           return 1;

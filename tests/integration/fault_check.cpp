@@ -124,7 +124,9 @@ int main(int argc, char** argv) {
       } catch (const sparcoll::Error& e) {
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::printf("fault: rank %d: error after %.2f s\n", rank, s);
-        return report(rank, e, ErrorCode::peer_failure, "rank 1");
+        // A survivor that noticed the death before it even started the op gets `broken`
+        // (carrying the same cause) from the call itself.
+        return report(rank, e, e.code() == ErrorCode::broken ? ErrorCode::broken : ErrorCode::peer_failure, "rank 1");
       }
     } else if (scenario == "hang") {
       if (culprit) {
