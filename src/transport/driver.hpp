@@ -89,5 +89,8 @@ class Driver {
 Status create_driver(std::string_view name, const DriverContext& ctx, std::unique_ptr<Driver>* out);
 // Names of the drivers built into this library.
 std::vector<std::string> available_drivers();
+// Whether driver `name` can run on this machine now (rdma needs a device with an active port).
+// False with `reason` set when it cannot, or when it is not built. Tests skip on false.
+bool driver_usable(std::string_view name, std::string* reason);
 
 }  // namespace sparcoll::transport

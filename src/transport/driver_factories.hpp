@@ -18,6 +18,7 @@ Status create_tcp_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out)
 #endif
 #ifdef SPARCOLL_DRIVER_RDMA
 Status create_rdma_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out);
+bool rdma_driver_usable(std::string* reason);
 #endif
 #ifdef SPARCOLL_DRIVER_DPDK
 Status create_dpdk_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out);

@@ -23,6 +23,11 @@ constexpr auto kTestDeadline = std::chrono::seconds(20);
 
 class DriverConformance : public ::testing::TestWithParam<std::string> {
  protected:
+  // A driver that is built but cannot run here (rdma without a device) is skipped, saying why.
+  void SetUp() override {
+    std::string reason;
+    if (!transport::driver_usable(GetParam(), &reason)) GTEST_SKIP() << GetParam() << " is not usable here: " << reason;
+  }
   ClusterConfig config(std::uint32_t processes, std::uint32_t channels, std::uint32_t max_message = 4096) {
     ClusterConfig c;
     c.driver = GetParam();

@@ -26,6 +26,11 @@ using Clock = std::chrono::steady_clock;
 
 class DriverFailure : public ::testing::TestWithParam<std::string> {
  protected:
+  // A driver that is built but cannot run here (rdma without a device) is skipped, saying why.
+  void SetUp() override {
+    std::string reason;
+    if (!transport::driver_usable(GetParam(), &reason)) GTEST_SKIP() << GetParam() << " is not usable here: " << reason;
+  }
   ClusterConfig config(std::uint32_t processes, std::uint32_t channels) {
     ClusterConfig c;
     c.driver = GetParam();

@@ -1,0 +1,148 @@
+// The rdma driver: device choice, one RdmaChannel per channel, connection through the store.
+//
+// Setup, per process (keys under ctx.key_prefix):
+//   1. choose device, port and GID (rdma_device.hpp), open it, allocate the PD;
+//   2. per channel: CQ, registered rings and staging, one QP per peer in INIT with its
+//      receives posted;
+//   3. publish, for each peer, the endpoints of our QPs to it (one line per channel) at
+//      "rdma/qp/<self>/<peer>"; read theirs at "rdma/qp/<peer>/<self>";
+//   4. move every QP to RTR and RTS, publish "rdma/ready/<self>" and wait for every peer's:
+//      nobody writes before every QP that could be written to is ready, so no early packet
+//      burns retries.
+// Teardown: tell every live peer we are closing (imm kCloseFlag), wait up to 300 ms for those
+// writes, then destroy channels (QPs, CQs, memory), the registration cache, PD and device.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.hpp"
+#include "control/store.hpp"
+#include "rdma_channel.hpp"
+#include "rdma_device.hpp"
+#include "rdma_driver.hpp"
+#include "rdma_mr_cache.hpp"
+#include "transport/driver.hpp"
+#include "transport/driver_factories.hpp"
+#include "transport/setup_util.hpp"
+
+namespace sparcoll::transport {
+namespace rdma {
+namespace {
+
+constexpr auto kCloseWait = std::chrono::milliseconds(300);
+
+class RdmaDriver final : public Driver {
+ public:
+  ~RdmaDriver() override {
+    for (auto& channel : channels_) channel->post_close();
+    const auto give_up = std::chrono::steady_clock::now() + kCloseWait;
+    for (auto& channel : channels_)
+      while (!channel->close_done() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    channels_.clear();  // before the cache, PD and device they use
+    cache_.reset();
+  }
+
+  std::string_view name() const override { return "rdma"; }
+  Channel& channel(std::uint32_t index) override { return *channels_[index]; }
+
+  Status setup(const DriverContext& ctx);
+  void destroy_qps_abruptly() {
+    for (auto& channel : channels_) channel->destroy_qps_abruptly();
+  }
+
+ private:
+  Status exchange_endpoints(const DriverContext& ctx, const SetupDeadline& deadline);
+
+  Device device_;
+  std::unique_ptr<MrCache> cache_;
+  std::vector<std::unique_ptr<RdmaChannel>> channels_;
+};
+
+std::string qp_key(const DriverContext& ctx, std::uint32_t from, std::uint32_t to) {
+  return ctx.key_prefix + "rdma/qp/" + std::to_string(from) + "/" + std::to_string(to);
+}
+std::string ready_key(const DriverContext& ctx, std::uint32_t who) {
+  return ctx.key_prefix + "rdma/ready/" + std::to_string(who);
+}
+
+Status RdmaDriver::setup(const DriverContext& ctx) {
+  const SetupDeadline deadline(ctx.deadline_ms);
+  std::vector<DeviceInfo> devices;
+  Status status = list_devices(&devices);
+  if (!status.ok()) return status;
+  PortRequest request;
+  request.device = ctx.options->ib_device;
+  request.port = ctx.options->ib_port;
+  request.gid_index = ctx.options->ib_gid_index;
+  PortChoice choice;
+  status = choose_port(devices, request, &choice);
+  if (!status.ok()) return status;
+  status = device_.open(choice);
+  if (!status.ok()) return status;
+  SC_LOG_DEBUG("rdma driver: %s port %u gid %u (%s, %s), mtu %d", choice.device.c_str(), choice.port, choice.gid_index,
+               gid_text(choice.gid).c_str(), gid_type_name(choice.gid_type), 128 << choice.mtu);
+  cache_ = std::make_unique<MrCache>(device_.pd());
+  for (std::uint32_t c = 0; c < ctx.channels; ++c) {
+    std::unique_ptr<RdmaChannel> channel;
+    status = RdmaChannel::create(c, ctx, device_, *cache_, &channel);
+    if (!status.ok()) return status;
+    channels_.push_back(std::move(channel));
+  }
+  return exchange_endpoints(ctx, deadline);
+}
+
+Status RdmaDriver::exchange_endpoints(const DriverContext& ctx, const SetupDeadline& deadline) {
+  for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+    std::string lines;
+    for (auto& channel : channels_) lines += encode_endpoint(channel->local_endpoint(i)) + "\n";
+    Status status = ctx.store->set(qp_key(ctx, ctx.self, ctx.peers[i]), lines);
+    if (!status.ok()) return status;
+  }
+  std::vector<std::string> values;
+  Status status = gather_peer_keys(
+      ctx, ctx.peers, [&](std::uint32_t peer) { return qp_key(ctx, peer, ctx.self); }, deadline, "rdma",
+      "publish their rdma queue pairs", &values);
+  if (!status.ok()) return status;
+  for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+    const std::string name = process_name(ctx, ctx.peers[i]);
+    std::size_t start = 0;
+    for (std::uint32_t c = 0; c < ctx.channels; ++c) {
+      const std::size_t end = values[i].find('\n', start);
+      Endpoint remote;
+      if (end == std::string::npos || !decode_endpoint(values[i].substr(start, end - start), &remote))
+        return Status(ErrorCode::protocol_error, name + " published a malformed rdma endpoint for channel " +
+                                                     std::to_string(c) + " (or fewer channels than this process)");
+      start = end + 1;
+      status = channels_[c]->connect(i, remote, name);
+      if (!status.ok()) return status;
+    }
+  }
+  status = ctx.store->set(ready_key(ctx, ctx.self), "1");
+  if (!status.ok()) return status;
+  std::vector<std::string> ignored;
+  return gather_peer_keys(
+      ctx, ctx.peers, [&](std::uint32_t peer) { return ready_key(ctx, peer); }, deadline, "rdma",
+      "connect their rdma queue pairs", &ignored);
+}
+
+}  // namespace
+
+void destroy_qps_abruptly(Driver& driver) {
+  if (driver.name() == "rdma") static_cast<RdmaDriver&>(driver).destroy_qps_abruptly();
+}
+
+}  // namespace rdma
+
+Status create_rdma_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out) {
+  auto driver = std::make_unique<rdma::RdmaDriver>();
+  Status status = driver->setup(ctx);
+  if (!status.ok()) return status;
+  *out = std::move(driver);
+  return Status::Ok();
+}
+
+bool rdma_driver_usable(std::string* reason) { return rdma::rdma_device_usable(reason); }
+
+}  // namespace sparcoll::transport
