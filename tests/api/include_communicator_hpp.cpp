@@ -1,0 +1,2 @@
+// Compiles include/sparcoll/communicator.hpp on its own (every public header must).
+#include "sparcoll/communicator.hpp"

@@ -1,0 +1,2 @@
+// Compiles include/sparcoll/options.hpp on its own (every public header must).
+#include "sparcoll/options.hpp"

@@ -1,0 +1,2 @@
+// Compiles include/sparcoll/status.hpp on its own (every public header must).
+#include "sparcoll/status.hpp"
