@@ -393,6 +393,18 @@ const std::vector<ConfigVariable>& config_variables() {
        "caps the SIMD kernels: scalar, avx2 or avx512 (tests and benchmarks).", {}, nullptr},
       {"SPARCOLL_BUILD_DIR", "(read elsewhere: tests)", "(set by meson test)",
        "build directory in which tests find helper programs.", {}, nullptr},
+      {"SPARCOLL_SKIP_RDMA_VM", "(read elsewhere: scripts/test.sh)", "0",
+       "1 skips the rdma suites that scripts/test.sh runs inside the Soft-RoCE VM.", {}, nullptr},
+      {"SPARCOLL_RXE_VM_CACHE", "(read elsewhere: scripts/rxe-vm)", "~/.cache/sparcoll-rxe-vm",
+       "where scripts/rxe-vm keeps its kernel and initramfs.", {}, nullptr},
+      {"SPARCOLL_RXE_VM_ACCEL", "(read elsewhere: scripts/rxe-vm)", "auto",
+       "tcg, kvm or auto (kvm only when kvm_intel or kvm_amd is loaded).", {}, nullptr},
+      {"SPARCOLL_RXE_VM_KERNEL_PKG", "(read elsewhere: scripts/rxe-vm)", "(what linux-image-amd64 depends on)",
+       "the Debian kernel package the VM boots.", {}, nullptr},
+      {"SPARCOLL_RXE_VM_BOOT_ALLOWANCE", "(read elsewhere: scripts/rxe-vm)", "90",
+       "seconds added to --timeout for booting before the VM is killed.", {}, nullptr},
+      {"SPARCOLL_RXE_VM_DEBUG", "(read elsewhere: scripts/rxe-vm)", "0",
+       "1 keeps the kernel log and a trace of the VM's start-up (see --keep-log).", {}, nullptr},
   };
   return table;
 }
