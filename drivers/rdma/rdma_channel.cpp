@@ -1,6 +1,7 @@
 #include "rdma_channel.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -102,11 +103,30 @@ struct RdmaChannel::Peer {
 RdmaChannel::RdmaChannel(std::uint32_t index, const DriverContext& ctx, Device& device, MrCache& cache)
     : index_(index), max_message_(ctx.max_message), device_(device), cache_(cache), pos_of_(ctx.processes.size(), -1) {}
 
+void RdmaChannel::drain_cq_events() noexcept {
+  if (events_ == nullptr) return;
+  unsigned int events = 0;
+  ibv_cq* cq = nullptr;
+  void* context = nullptr;
+  while (ibv_get_cq_event(events_, &cq, &context) == 0) ++events;  // non-blocking descriptor
+  if (events > 0) ibv_ack_cq_events(cq_, events);
+}
+
+void RdmaChannel::arm() {
+  if (events_ == nullptr || cq_ == nullptr) return;
+  drain_cq_events();
+  ibv_req_notify_cq(cq_, 0);
+}
+
 RdmaChannel::~RdmaChannel() {
   // Reverse order of creation: QPs, CQ, registrations, memory.
   for (auto& peer : peers_)
     if (peer->qp != nullptr) ibv_destroy_qp(peer->qp);
-  if (cq_ != nullptr) ibv_destroy_cq(cq_);
+  if (cq_ != nullptr) {
+    drain_cq_events();  // ibv_destroy_cq waits for every event to be acknowledged
+    ibv_destroy_cq(cq_);
+  }
+  if (events_ != nullptr) ibv_destroy_comp_channel(events_);
   if (inbound_ != nullptr) {
     cache_.evict(inbound_, inbound_bytes_);
     munmap(inbound_, inbound_bytes_);
@@ -159,7 +179,17 @@ Status RdmaChannel::allocate(const DriverContext& ctx) {
   const std::uint64_t wanted_cqe = npeers * (std::uint64_t{send_depth_} + recv_depth_);
   const int cqe = static_cast<int>(std::min<std::uint64_t>(std::max<std::uint64_t>(wanted_cqe, 1),
                                                            static_cast<std::uint64_t>(device_.attr().max_cqe)));
-  cq_ = ibv_create_cq(device_.context(), cqe, nullptr, nullptr, 0);
+  // A completion channel costs nothing until armed; it lets idle progress threads sleep
+  // (SPARCOLL_POLL_MODE=event) instead of busy-polling the CQ.
+  events_ = ibv_create_comp_channel(device_.context());
+  if (events_ != nullptr) {
+    const int flags = fcntl(events_->fd, F_GETFL);
+    if (flags < 0 || fcntl(events_->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+      ibv_destroy_comp_channel(events_);
+      events_ = nullptr;
+    }
+  }
+  cq_ = ibv_create_cq(device_.context(), cqe, nullptr, events_, 0);
   if (cq_ == nullptr)
     return Status(ErrorCode::system_error, "ibv_create_cq (" + std::to_string(cqe) + " entries) for " + channel_text +
                                                " failed: " + errno_text(errno));

@@ -63,6 +63,10 @@ class RdmaChannel final : public Channel {
   std::uint32_t max_message() const override { return max_message_; }
   SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) override;
   int poll(ReceivedMessage* out, int max) override;
+  // Event mode: the completion channel's descriptor; arm() acknowledges what woke us and asks
+  // the CQ for the next completion event.
+  int wait_fd() override { return events_ != nullptr ? events_->fd : -1; }
+  void arm() override;
   bool flushed() override;
   const Status& error() const override { return error_; }
 
@@ -103,6 +107,8 @@ class RdmaChannel final : public Channel {
   std::uint32_t credit_every_ = 0;
   std::uint32_t max_inline_ = 0;
   ibv_cq* cq_ = nullptr;
+  ibv_comp_channel* events_ = nullptr;  // CQ notifications, for event mode
+  void drain_cq_events() noexcept;
   std::byte* inbound_ = nullptr;  // rings, then credit lines
   std::size_t inbound_bytes_ = 0;
   std::byte* staging_ = nullptr;

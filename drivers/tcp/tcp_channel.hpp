@@ -57,6 +57,12 @@ class TcpChannel final : public Channel {
 
   TcpChannel(std::uint32_t index, std::uint32_t max_message, std::size_t process_count);
   void wait_events();                       // epoll_wait(0), sets writable/readable
+
+ public:
+  // The epoll set is readable whenever a socket has news: event mode sleeps on it.
+  int wait_fd() override { return epoll_; }
+
+ private:
   void flush(Peer& peer);                   // sendmsg of queued bytes
   void receive(Peer& peer);                 // one recv into the free end of rx
   int deliver(Peer& peer, ReceivedMessage* out, int n, int max);  // complete frames -> out

@@ -23,7 +23,7 @@ namespace {
 // docs all read these. A new algorithm or transport is added here.
 constexpr std::array<std::string_view, 1> kAlgorithms = {"block_sparse"};
 constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
-constexpr std::array<std::string_view, 3> kPollModes = {"spin", "yield", "auto"};
+constexpr std::array<std::string_view, 4> kPollModes = {"spin", "yield", "auto", "event"};
 constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warn", "info", "debug"};
 
@@ -366,7 +366,8 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_MAX_MESSAGE", "max_message", "65536", "bytes per message, header included, 4096 to 67108864.", {},
        &parse_positive_u32<&Options::max_message>},
       {"SPARCOLL_POLL_MODE", "poll_mode", "auto",
-       "spin, yield, or auto (yield when there are more busy threads than cores).", {},
+       "spin, yield, auto (yield when there are more busy threads than cores), or event (idle progress "
+       "threads sleep on the transport's descriptor: tcp, rdma).", {},
        &parse_choice<&Options::poll_mode, kPollModes>},
       {"SPARCOLL_DEADLINE_MS", "deadline_ms", "60000", "deadline of each collective operation, in ms.", {},
        &parse_positive_u32<&Options::deadline_ms>},

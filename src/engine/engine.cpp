@@ -1,6 +1,8 @@
 #include "engine/engine.hpp"
 
 #include <linux/futex.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -66,9 +68,16 @@ Shard::Shard(Engine& engine, std::uint32_t index, transport::Channel* channel)
       worker_(worker_config(engine.config(), index), outbox_),
       submissions_(op_slot_count(engine.config().options.max_inflight)) {
   active_.reserve(op_slot_count(engine.config().options.max_inflight));
+  if (engine.config().options.poll_mode == "event" && channel_ != nullptr && channel_->wait_fd() >= 0) {
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    event_mode_ = wake_fd_ >= 0;
+  }
 }
 
-Shard::~Shard() { stop(); }
+Shard::~Shard() {
+  stop();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
 
 void Shard::start() {
   thread_ = std::thread([this] { run(); });
@@ -87,6 +96,7 @@ void Shard::stop() {
   stop_.store(true, std::memory_order_release);
   wake_.fetch_add(1, std::memory_order_release);
   futex_wake(&wake_);
+  if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
   thread_.join();
 }
 
@@ -94,6 +104,7 @@ void Shard::submit(OpState* op) {
   while (!submissions_.push(op)) std::this_thread::yield();  // cannot stay full: one entry per op slot
   wake_.fetch_add(1, std::memory_order_release);
   futex_wake(&wake_);
+  if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
 }
 
 OpState* Shard::find_local_op(void* shard, std::uint32_t op_id) {
@@ -112,9 +123,14 @@ void Shard::run() {
   while (!stop_.load(std::memory_order_acquire)) {
     if (step()) {
       idle_rounds = 0;
+      armed_ = false;
       continue;
     }
     ++idle_rounds;
+    if (event_mode_ && idle_rounds > 64) {
+      event_wait();
+      continue;
+    }
     const bool outstanding = !active_.empty() || worker_.has_pending_sends() || aggregator_.has_pending_sends();
     idle_wait(idle_rounds, outstanding);
   }
@@ -125,6 +141,30 @@ void Shard::run() {
 // activity, because the next op usually follows at once and a remote rank may already be
 // sending its first windows; then sleep in short futex waits that a local submission cuts
 // short. The sleep is short because a remote op cannot wake us.
+// Event mode: once nothing happened for a while, arm the channel, poll once more (the loop does
+// that), and if that poll was empty too, sleep on the channel's descriptor and the submission
+// eventfd. Queued sends keep the thread polling: their progress (and rdma credits, which arrive
+// as writes without completions) raises no event. The sleep is bounded for deadline checks.
+void Shard::event_wait() {
+  const bool sends_waiting = worker_.has_pending_sends() || aggregator_.has_pending_sends() ||
+                             !loopback_.empty() || !channel_->flushed();
+  if (sends_waiting) {
+    sched_yield();
+    return;
+  }
+  if (!armed_) {
+    channel_->arm();
+    armed_ = true;
+    return;
+  }
+  struct pollfd fds[2] = {{channel_->wait_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  (void)::poll(fds, 2, 5);
+  eventfd_t drained;
+  if (fds[1].revents & POLLIN) (void)eventfd_read(wake_fd_, &drained);
+  armed_ = false;
+  rounds_ |= 255;  // the next step reads the clock: deadlines are checked after every sleep
+}
+
 void Shard::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
   constexpr auto kIdleSpin = std::chrono::milliseconds(5);
   if (work_outstanding) {

@@ -72,6 +72,11 @@ class Shard {
   bool failed_ = false;           // this shard has seen the engine break
   Clock::time_point next_deadline_check_;
   Clock::time_point idle_since_;
+  // Event mode: sleep on the channel's descriptor when idle; a submission writes wake_fd_.
+  bool event_mode_ = false;
+  bool armed_ = false;
+  int wake_fd_ = -1;
+  void event_wait();
   std::uint64_t rounds_ = 0;
   std::atomic<std::uint64_t> bytes_received_{0};
   std::atomic<std::uint64_t> messages_received_{0};

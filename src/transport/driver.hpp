@@ -53,6 +53,12 @@ class Channel {
   virtual int poll(ReceivedMessage* out, int max) = 0;
   // True when every queued send has left this process (teardown waits for it).
   virtual bool flushed() = 0;
+  // Event mode (SPARCOLL_POLL_MODE=event): a descriptor that becomes readable when poll() may
+  // have something new, or -1 when the driver has none (the engine then keeps polling). Before
+  // sleeping on it the engine calls arm() and then poll() once more, so nothing that arrived
+  // in between is missed.
+  virtual int wait_fd() { return -1; }
+  virtual void arm() {}
   virtual const Status& error() const = 0;
 };
 

@@ -135,7 +135,7 @@ TEST_F(ConfigEnv, EnumerationsAreChecked) {
   EXPECT_EQ(from_env_error(), "SPARCOLL_TRANSPORT='infiniband': expected one of auto, shm, tcp, rdma, dpdk");
   set("SPARCOLL_TRANSPORT", "tcp");
   set("SPARCOLL_POLL_MODE", "busy");
-  EXPECT_EQ(from_env_error(), "SPARCOLL_POLL_MODE='busy': expected one of spin, yield, auto");
+  EXPECT_EQ(from_env_error(), "SPARCOLL_POLL_MODE='busy': expected one of spin, yield, auto, event");
   set("SPARCOLL_POLL_MODE", "spin");
   set("SPARCOLL_ALGO", "ring");
   EXPECT_EQ(from_env_error(), "SPARCOLL_ALGO='ring': expected one of block_sparse");

@@ -135,7 +135,7 @@ TEST(ConfigValidate, PinCoresCoverEveryThread) {
 TEST(ConfigValidate, Enumerations) {
   Options o = valid_single_process();
   o.poll_mode = "busy";
-  EXPECT_EQ(problem(o), "poll_mode='busy' (SPARCOLL_POLL_MODE) must be one of spin, yield, auto");
+  EXPECT_EQ(problem(o), "poll_mode='busy' (SPARCOLL_POLL_MODE) must be one of spin, yield, auto, event");
   o = valid_single_process();
   o.transport = "ib";
   EXPECT_EQ(problem(o), "transport='ib' (SPARCOLL_TRANSPORT) must be one of auto, shm, tcp, rdma, dpdk");

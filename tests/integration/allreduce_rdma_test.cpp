@@ -21,12 +21,12 @@ class AllreduceRdma : public ::testing::Test {
     if (!sparcoll::transport::driver_usable("rdma", &reason)) GTEST_SKIP() << "rdma is not usable here: " << reason;
   }
 
-  void run(int ranks, int aggregators, const std::vector<std::string>& args) {
+  void run(int ranks, int aggregators, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {"-n", std::to_string(ranks), "--transport", "rdma", "--aggregators",
                                      std::to_string(aggregators), "--timeout", "500", "--",
                                      build_path("tests/integration/sparcoll-check")};
     argv.insert(argv.end(), args.begin(), args.end());
-    const auto r = launch(argv, {}, std::chrono::seconds(560));
+    const auto r = launch(argv, env, std::chrono::seconds(560));
     EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
     EXPECT_NE(r.out.find("cases passed"), std::string::npos) << r.out;
   }
@@ -38,6 +38,11 @@ const std::vector<std::string> kMatrix = {"--sizes", "0,1,257,20001", "--dtypes"
 TEST_F(AllreduceRdma, TwoRanksCoLocated) { run(2, 0, kMatrix); }
 TEST_F(AllreduceRdma, FourRanksCoLocated) { run(4, 0, kMatrix); }
 TEST_F(AllreduceRdma, ThreeRanksTwoDedicatedAggregators) { run(3, 2, kMatrix); }
+TEST_F(AllreduceRdma, EventModeSleepsOnTheCompletionChannel) {
+  run(3, 0, {"--sizes", "1,257,20001", "--dtypes", "f32", "--ops", "sum,max", "--densities", "0,0.01,1"},
+      {"SPARCOLL_POLL_MODE=event"});
+}
+
 TEST_F(AllreduceRdma, LargeTensorFourRanks) {
   run(4, 0, {"--sizes", "1000003", "--dtypes", "f32", "--ops", "sum", "--densities", "0.01,1", "--patterns", "random"});
 }

@@ -91,6 +91,13 @@ TEST_P(AllreduceTransport, TwoProgressThreads) {
                           {"SPARCOLL_THREADS=2", "SPARCOLL_LANES=6"}));
 }
 
+TEST_P(AllreduceTransport, EventModeProgressThreadsSleepOnTheTransport) {
+  // tcp sleeps on its epoll set; shm has no descriptor and keeps polling (same results).
+  expect_passed(run_check(3, GetParam(), 0,
+                          {"--sizes", "1,257,20001", "--dtypes", "f32,i32", "--densities", "0,0.01,1", "--inflight", "4"},
+                          {"SPARCOLL_POLL_MODE=event"}));
+}
+
 TEST_P(AllreduceTransport, NegativeZerosStillGiveIdenticalBytesEverywhere) {
   expect_passed(run_check(3, GetParam(), 0,
                           {"--sizes", "1,257,20001", "--dtypes", "f32,f16,bf16", "--ops", "sum,max", "--densities",
