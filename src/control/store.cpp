@@ -71,6 +71,7 @@ class TcpStore final : public Store {
   Status receive_reply(Clock::time_point deadline, wire::Reply* reply);
   Status check_key(const std::string& key) const;
   Status reply_status(const wire::Reply& reply) const;
+  Status request(wire::Request request, std::uint32_t timeout_ms, const std::string& doing, wire::Reply* reply);
   Status closed() const;
 
   const std::string server_;  // "host:port" as given, for messages
@@ -267,6 +268,17 @@ Status TcpStore::reply_status(const wire::Reply& reply) const {
   return Status(static_cast<ErrorCode>(reply.code), reply.data);
 }
 
+// One request about `key`, under mutex_: a bare timeout becomes "timed out after N ms <doing> at
+// <server>", and an error the server answered with becomes a Status.
+Status TcpStore::request(wire::Request request, std::uint32_t timeout_ms, const std::string& doing,
+                         wire::Reply* reply) {
+  Status st = call(std::move(request), deadline_after(timeout_ms), reply);
+  if (st.code() == ErrorCode::timeout && st.message().empty())
+    return Status(ErrorCode::timeout, "timed out after " + std::to_string(timeout_ms) + " ms " + doing + " at " + server_);
+  if (!st.ok()) return st;
+  return reply_status(*reply);
+}
+
 Status TcpStore::set(const std::string& key, const std::string& value) {
   Status st = check_key(key);
   if (!st.ok()) return st;
@@ -275,35 +287,23 @@ Status TcpStore::set(const std::string& key, const std::string& value) {
                                                    key + "' exceeds the 16 MiB limit");
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  wire::Request request;
-  request.type = wire::MsgType::set;
-  request.key = key;
-  request.value = value;
+  wire::Request req;
+  req.type = wire::MsgType::set;
+  req.key = key;
+  req.value = value;
   wire::Reply reply;
-  st = call(std::move(request), deadline_after(io_timeout_ms_), &reply);
-  if (st.code() == ErrorCode::timeout && st.message().empty()) {
-    return Status(ErrorCode::timeout, "timed out after " + std::to_string(io_timeout_ms_) +
-                                          " ms setting store key '" + key + "' at " + server_);
-  }
-  if (!st.ok()) return st;
-  return reply_status(reply);
+  return request(std::move(req), io_timeout_ms_, "setting store key '" + key + "'", &reply);
 }
 
 Status TcpStore::get(const std::string& key, std::uint32_t timeout_ms, std::string* value) {
   Status st = check_key(key);
   if (!st.ok()) return st;
   std::lock_guard<std::mutex> lock(mutex_);
-  wire::Request request;
-  request.type = wire::MsgType::get;
-  request.key = key;
+  wire::Request req;
+  req.type = wire::MsgType::get;
+  req.key = key;
   wire::Reply reply;
-  st = call(std::move(request), deadline_after(timeout_ms), &reply);
-  if (st.code() == ErrorCode::timeout && st.message().empty()) {
-    return Status(ErrorCode::timeout, "timed out after " + std::to_string(timeout_ms) + " ms waiting for store key '" +
-                                          key + "' at " + server_);
-  }
-  if (!st.ok()) return st;
-  st = reply_status(reply);
+  st = request(std::move(req), timeout_ms, "waiting for store key '" + key + "'", &reply);
   if (!st.ok()) return st;
   *value = std::move(reply.data);
   return Status::Ok();
@@ -313,18 +313,12 @@ Status TcpStore::add(const std::string& key, std::int64_t delta, std::int64_t* r
   Status st = check_key(key);
   if (!st.ok()) return st;
   std::lock_guard<std::mutex> lock(mutex_);
-  wire::Request request;
-  request.type = wire::MsgType::add;
-  request.key = key;
-  request.number = delta;
+  wire::Request req;
+  req.type = wire::MsgType::add;
+  req.key = key;
+  req.number = delta;
   wire::Reply reply;
-  st = call(std::move(request), deadline_after(io_timeout_ms_), &reply);
-  if (st.code() == ErrorCode::timeout && st.message().empty()) {
-    return Status(ErrorCode::timeout, "timed out after " + std::to_string(io_timeout_ms_) +
-                                          " ms adding to store key '" + key + "' at " + server_);
-  }
-  if (!st.ok()) return st;
-  st = reply_status(reply);
+  st = request(std::move(req), io_timeout_ms_, "adding to store key '" + key + "'", &reply);
   if (!st.ok()) return st;
   std::int64_t sum = 0;
   if (!wire::decode_i64(reply.data, &sum)) {
@@ -340,18 +334,13 @@ Status TcpStore::wait_at_least(const std::string& key, std::int64_t target, std:
   Status st = check_key(key);
   if (!st.ok()) return st;
   std::lock_guard<std::mutex> lock(mutex_);
-  wire::Request request;
-  request.type = wire::MsgType::wait_at_least;
-  request.key = key;
-  request.number = target;
+  wire::Request req;
+  req.type = wire::MsgType::wait_at_least;
+  req.key = key;
+  req.number = target;
   wire::Reply reply;
-  st = call(std::move(request), deadline_after(timeout_ms), &reply);
-  if (st.code() == ErrorCode::timeout && st.message().empty()) {
-    return Status(ErrorCode::timeout, "timed out after " + std::to_string(timeout_ms) + " ms waiting for store key '" +
-                                          key + "' to reach " + std::to_string(target) + " at " + server_);
-  }
-  if (!st.ok()) return st;
-  return reply_status(reply);
+  return request(std::move(req), timeout_ms,
+                 "waiting for store key '" + key + "' to reach " + std::to_string(target), &reply);
 }
 
 }  // namespace
