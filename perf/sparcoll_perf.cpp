@@ -22,7 +22,7 @@ struct Flags {
   double density = 0.01;
   std::uint32_t block = 0;  // 0: the communicator's (SPARCOLL_BLOCK_ELEMS)
   int iters = 20, warmup = 3;
-  bool check = false, out_of_place = false, header = true;
+  bool check = false, out_of_place = false, header = true, register_send = false;
   std::uint64_t seed = 1;
   std::string json;
 };
@@ -33,7 +33,8 @@ void usage(const char* why) {
                "usage: sparcoll-perf [--elements N] [--dtype f32|f16|bf16|i32] [--op sum|avg|min|max]\n"
                "                     [--density D] [--pattern random|overlap|disjoint|one_dense] [--block N]\n"
                "                     [--transport shm|tcp|...] [--algo block_sparse] [--iters N] [--warmup N]\n"
-               "                     [--check] [--out-of-place] [--seed N] [--json FILE] [--no-header]\n",
+               "                     [--check] [--out-of-place] [--register] [--seed N] [--json FILE] [--no-header]\n"
+               "  --register: register the send buffer for zero-copy sends (Communicator::register_buffer)\n",
                why);
   std::exit(2);
 }
@@ -80,6 +81,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--json") f.json = value();
     else if (a == "--check") f.check = true;
     else if (a == "--out-of-place") f.out_of_place = true;
+    else if (a == "--register") f.register_send = true;
     else if (a == "--no-header") f.header = false;
     else usage(("unknown flag " + a).c_str());
   }
@@ -118,6 +120,7 @@ int main(int argc, char** argv) {
     work = pristine;
     if (flags.out_of_place) out.resize(pristine.size());
     void* recv = flags.out_of_place ? out.data() : work.data();
+    if (flags.register_send && !work.empty()) comm.register_buffer(work.data(), work.size());
 
     std::vector<float> times(static_cast<std::size_t>(flags.iters), 0.0f);
     double wire_bytes = 0;

@@ -34,3 +34,9 @@ for density in 0.01 0.1 1; do
     first=--no-header
   done
 done
+
+echo "# the same over rdma with the send buffer registered (zero-copy writes from it)"
+for density in 0.01 0.1 1; do
+  "$build"/src/tools/sparcoll-run -n 2 --transport rdma --no-prefix -- "$build"/perf/sparcoll-perf \
+    --elements 4194304 --density $density --iters 5 --warmup 1 --check --register --no-header
+done

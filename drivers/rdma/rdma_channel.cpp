@@ -25,6 +25,7 @@ constexpr std::uint32_t kPollsPerClockRead = 16;
 constexpr std::uint64_t kRecvTag = std::uint64_t{1} << 63;
 constexpr std::uint64_t kLowMask = (std::uint64_t{1} << 48) - 1;
 constexpr int kPollBatch = 16;
+constexpr std::uint32_t kMaxSendSge = 16;  // header + up to 15 runs of user blocks per write
 
 std::uint64_t coarse_now_ns() {
   struct timespec now {};
@@ -85,6 +86,7 @@ struct RdmaChannel::Peer {
   std::uint64_t sq_done = 0;
   std::uint64_t signaled_end = 0;    // sq_posted just after the last signalled WR
   std::vector<std::uint64_t> data_at;  // by sq position % send_depth: `sent` after that WR
+  std::uint64_t user_end = 0;        // sq_posted just after the last WR reading user memory
   std::uint32_t closes_in_flight = 0;
 
   // Receive side.
@@ -157,6 +159,7 @@ Status RdmaChannel::allocate(const DriverContext& ctx) {
   send_depth_ = slots + 8;
   signal_every_ = std::max<std::uint32_t>(1, slots / 4);
   credit_every_ = std::max<std::uint32_t>(1, slots / 4);
+  max_sge_ = std::clamp<std::uint32_t>(static_cast<std::uint32_t>(device_.attr().max_sge), 1, kMaxSendSge);
 
   const std::size_t ring_bytes = std::size_t{slots} * geometry_.slot_bytes;
   inbound_bytes_ = page_round(npeers * ring_bytes + npeers * kCreditLine);
@@ -204,7 +207,8 @@ Status RdmaChannel::allocate(const DriverContext& ctx) {
     peer->lens.assign(slots, 0);
     peer->psn = random_psn();
     std::uint32_t inline_bytes = 0;
-    status = create_qp(device_.pd(), cq_, device_.choice(), QpSizes{send_depth_, recv_depth_}, &peer->qp, &inline_bytes);
+    status = create_qp(device_.pd(), cq_, device_.choice(), QpSizes{send_depth_, recv_depth_, max_sge_}, &peer->qp,
+                       &inline_bytes);
     if (!status.ok()) return status;
     max_inline_ = i == 0 ? inline_bytes : std::min(max_inline_, inline_bytes);
     peer->label = process_name(ctx, peer->index) + " (qp " + hex(peer->qp->qp_num) + ")";
@@ -296,7 +300,8 @@ bool RdmaChannel::post(Peer& peer, ibv_send_wr& wr, bool force_signal) {
   return true;
 }
 
-SendResult RdmaChannel::send(std::uint32_t peer_index, const struct iovec* iov, int iovcnt) {
+SendResult RdmaChannel::send_message(std::uint32_t peer_index, const struct iovec* iov, int iovcnt,
+                                     const UserMemory* user) {
   if (!error_.ok()) return SendResult::error;
   if (peer_index >= pos_of_.size() || pos_of_[peer_index] < 0) {
     fail(ErrorCode::invalid_argument, "send to process " + std::to_string(peer_index) + ", which is not a peer");
@@ -328,10 +333,18 @@ SendResult RdmaChannel::send(std::uint32_t peer_index, const struct iovec* iov, 
   }
   const std::uint64_t slot = peer.sent & (slots - 1);
   std::byte* staged = peer.staging + slot * geometry_.slot_bytes;
-  ibv_sge sge {};
+  ibv_sge sges[kMaxSendSge];
+  ibv_sge& sge = sges[0];
+  sge = ibv_sge {};
   sge.length = static_cast<std::uint32_t>(len);
   sge.lkey = staging_keys_.lkey;
-  if (len <= max_inline_ && iovcnt == 1) {
+  // Zero-copy when the message is too big to go inline and fits max_sge_ gather entries.
+  const int gathered = user != nullptr && len > max_inline_ ? gather(iov, iovcnt, *user, staged, sges) : 0;
+  const bool zero_copy = gathered > 0;
+  const int nsge = zero_copy ? gathered : (len > 0 ? 1 : 0);
+  if (zero_copy) {
+    // sges[] is filled.
+  } else if (len <= max_inline_ && iovcnt == 1) {
     sge.addr = reinterpret_cast<std::uintptr_t>(iov[0].iov_base);  // inline copies at post time
   } else {
     std::byte* to = staged;
@@ -344,17 +357,66 @@ SendResult RdmaChannel::send(std::uint32_t peer_index, const struct iovec* iov, 
   }
   ibv_send_wr wr {};
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.sg_list = len > 0 ? &sge : nullptr;
-  wr.num_sge = len > 0 ? 1 : 0;
+  wr.sg_list = nsge > 0 ? sges : nullptr;
+  wr.num_sge = nsge;
   wr.imm_data = htonl(static_cast<std::uint32_t>(len));
   wr.send_flags = len <= max_inline_ ? IBV_SEND_INLINE : 0;
   wr.wr.rdma.remote_addr = peer.remote_ring + slot * geometry_.slot_bytes;
   wr.wr.rdma.rkey = peer.remote_ring_rkey;
   const std::uint64_t position = peer.sq_posted;
-  if (!post(peer, wr, false)) return error_.ok() ? SendResult::no_resource : SendResult::error;
+  // A zero-copy WR is signalled: its own completion is what releases the user's memory.
+  if (!post(peer, wr, zero_copy)) return error_.ok() ? SendResult::no_resource : SendResult::error;
   ++peer.sent;
   peer.data_at[position % send_depth_] = peer.sent;
+  if (zero_copy) {
+    peer.user_end = peer.sq_posted;
+    if (!zero_copy_logged_) {  // once per channel: shows zero-copy is on without logging per message
+      zero_copy_logged_ = true;
+      SC_LOG_INFO("rdma channel %u: zero-copy write from registered user memory to %s (%d gather entries)", index_,
+                  peer.label.c_str(), nsge);
+    }
+  }
   return SendResult::ok;
+}
+
+int RdmaChannel::gather(const struct iovec* iov, int iovcnt, const UserMemory& user, std::byte* staged,
+                        ibv_sge* sges) const {
+  const auto user_begin = reinterpret_cast<std::uintptr_t>(user.base);
+  const std::uintptr_t user_end = user_begin + user.len;
+  int n = 0;
+  std::byte* copy_to = staged;
+  for (int i = 0; i < iovcnt; ++i) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(iov[i].iov_base);
+    const std::size_t len = iov[i].iov_len;
+    if (len == 0) continue;
+    const bool in_place = addr >= user_begin && addr + len <= user_end;
+    std::uintptr_t from = addr;
+    std::uint32_t lkey = user.key;
+    if (!in_place) {
+      std::memcpy(copy_to, iov[i].iov_base, len);
+      from = reinterpret_cast<std::uintptr_t>(copy_to);
+      lkey = staging_keys_.lkey;
+      copy_to += len;
+    }
+    // Adjacent pieces with the same key merge (consecutive blocks, the copied header parts).
+    if (n > 0 && sges[n - 1].lkey == lkey && sges[n - 1].addr + sges[n - 1].length == from) {
+      sges[n - 1].length += static_cast<std::uint32_t>(len);
+      continue;
+    }
+    if (n == static_cast<int>(max_sge_)) return 0;
+    sges[n].addr = from;
+    sges[n].length = static_cast<std::uint32_t>(len);
+    sges[n].lkey = lkey;
+    ++n;
+  }
+  return n;
+}
+
+bool RdmaChannel::user_memory_released() {
+  progress();
+  for (const auto& peer : peers_)
+    if (peer->sq_done < peer->user_end) return false;
+  return true;
 }
 
 bool RdmaChannel::post_credit(Peer& peer, bool signaled) {

@@ -12,6 +12,10 @@
 //            completed -> copy the iovec into staging slot sent % slots, post
 //            RDMA_WRITE_WITH_IMM to remote slot sent % slots with imm = length. Small messages
 //            go inline; every signal_every-th WR is signalled (selective signalling).
+//            Zero-copy (send with UserMemory): iov entries inside the registered user buffer
+//            become gather entries read in place, the rest is copied into the staging slot;
+//            such a WR is always signalled, and user_memory_released() is true once every
+//            one of them completed.
 //   arrive:  RC delivers writes in order, so the n-th immediate from a peer is slot n % slots;
 //            its receive WR (zero-length) is re-posted in batches.
 //   poll():  hands messages out in place; at the next poll they count as consumed, and every
@@ -61,7 +65,13 @@ class RdmaChannel final : public Channel {
   Status connect(std::size_t peer_pos, const Endpoint& remote, const std::string& peer_name);
 
   std::uint32_t max_message() const override { return max_message_; }
-  SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) override;
+  SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) override {
+    return send_message(peer, iov, iovcnt, nullptr);
+  }
+  SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory& user) override {
+    return send_message(peer, iov, iovcnt, &user);
+  }
+  bool user_memory_released() override;
   int poll(ReceivedMessage* out, int max) override;
   // Event mode: the completion channel's descriptor; arm() acknowledges what woke us and asks
   // the CQ for the next completion event.
@@ -82,6 +92,10 @@ class RdmaChannel final : public Channel {
 
   RdmaChannel(std::uint32_t index, const DriverContext& ctx, Device& device, MrCache& cache);
   Status allocate(const DriverContext& ctx);
+  SendResult send_message(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory* user);
+  // Fills sges[] for a zero-copy write: user-memory entries in place, the rest copied to
+  // `staged`. Returns the entry count, or 0 when more than max_sge_ would be needed.
+  int gather(const struct iovec* iov, int iovcnt, const UserMemory& user, std::byte* staged, ibv_sge* sges) const;
   void progress();  // drains the CQ
   void on_send_done(Peer& peer, std::uint64_t wr_low);
   void on_arrival(Peer& peer, std::uint32_t imm);
@@ -106,6 +120,8 @@ class RdmaChannel final : public Channel {
   std::uint32_t signal_every_ = 0;
   std::uint32_t credit_every_ = 0;
   std::uint32_t max_inline_ = 0;
+  std::uint32_t max_sge_ = 1;  // gather entries per send WR the QPs were created with
+  bool zero_copy_logged_ = false;
   ibv_cq* cq_ = nullptr;
   ibv_comp_channel* events_ = nullptr;  // CQ notifications, for event mode
   void drain_cq_events() noexcept;

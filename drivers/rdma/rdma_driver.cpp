@@ -9,8 +9,11 @@
 //   4. move every QP to RTR and RTS, publish "rdma/ready/<self>" and wait for every peer's:
 //      nobody writes before every QP that could be written to is ready, so no early packet
 //      burns retries.
+// Zero-copy: buffers the application registers (Communicator::register_buffer) go through the
+// same MrCache; sends then read blocks straight from them (RdmaChannel::gather).
 // Teardown: tell every live peer we are closing (imm kCloseFlag), wait up to 300 ms for those
 // writes, then destroy channels (QPs, CQs, memory), the registration cache, PD and device.
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -48,6 +51,8 @@ class RdmaDriver final : public Driver {
   Channel& channel(std::uint32_t index) override { return *channels_[index]; }
 
   Status setup(const DriverContext& ctx);
+  bool register_memory(const void* addr, std::size_t len, UserMemory* out) override;
+  void forget_memory(const void* addr, std::size_t len) override { cache_->evict(addr, len); }
   void destroy_qps_abruptly() {
     for (auto& channel : channels_) channel->destroy_qps_abruptly();
   }
@@ -58,7 +63,25 @@ class RdmaDriver final : public Driver {
   Device device_;
   std::unique_ptr<MrCache> cache_;
   std::vector<std::unique_ptr<RdmaChannel>> channels_;
+  std::atomic<bool> registration_failed_{false};  // after one failure every send copies
 };
+
+bool RdmaDriver::register_memory(const void* addr, std::size_t len, UserMemory* out) {
+  if (len == 0 || registration_failed_.load(std::memory_order_relaxed)) return false;
+  // Local read access only: the NIC reads the buffer, nothing writes to it, so read-only
+  // memory registers too.
+  MemoryKeys keys;
+  const Status status = cache_->get(const_cast<void*>(addr), len, 0, "user buffer", &keys);
+  if (!status.ok()) {
+    if (!registration_failed_.exchange(true))
+      SC_LOG_WARN("rdma zero-copy is off, sends copy into registered staging instead: %s", status.message().c_str());
+    return false;
+  }
+  out->base = static_cast<const std::byte*>(addr);
+  out->len = len;
+  out->key = keys.lkey;
+  return true;
+}
 
 std::string qp_key(const DriverContext& ctx, std::uint32_t from, std::uint32_t to) {
   return ctx.key_prefix + "rdma/qp/" + std::to_string(from) + "/" + std::to_string(to);

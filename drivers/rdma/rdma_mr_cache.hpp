@@ -3,11 +3,11 @@
 // Registering pins pages and costs a syscall plus page-table work, so every buffer the driver
 // hands the NIC goes through here: a lookup that falls inside a registered range reuses it, a
 // new range is registered once, and evict() deregisters ranges whose memory is about to be
-// freed. Today the driver registers its own rings and staging buffers (send() copies); the same
-// cache is the place to register user buffers for zero-copy later.
+// freed. It holds the driver's own rings and staging buffers and the user buffers the
+// application registers for zero-copy sends (Communicator::register_buffer).
 //
-// Thread-safe (setup runs on one thread, but a future zero-copy path would look up from every
-// progress thread). Not on the data path: channels keep the lkey/rkey they were given.
+// Thread-safe (setup and registration may run on different threads). Not on the data path:
+// channels and operations keep the lkey/rkey they were given.
 #pragma once
 
 #include <cstddef>

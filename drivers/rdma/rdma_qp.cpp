@@ -95,7 +95,7 @@ Status create_qp(ibv_pd* pd, ibv_cq* cq, const PortChoice& port, const QpSizes& 
   init.sq_sig_all = 0;  // selective signalling
   init.cap.max_send_wr = sizes.send_depth;
   init.cap.max_recv_wr = sizes.recv_depth;
-  init.cap.max_send_sge = 1;
+  init.cap.max_send_sge = sizes.send_sge;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = kWantedInline;
   ibv_qp* qp = ibv_create_qp(pd, &init);

@@ -48,6 +48,7 @@ bool decode_endpoint(const std::string& text, Endpoint* out);
 struct QpSizes {
   std::uint32_t send_depth = 0;
   std::uint32_t recv_depth = 0;
+  std::uint32_t send_sge = 1;  // gather entries per send WR (zero-copy sends need several)
 };
 
 // Creates an RC QP on `cq` and moves it to INIT. *max_inline is what the device granted.

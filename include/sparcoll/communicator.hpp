@@ -90,6 +90,17 @@ class Communicator {
   // Every rank waits until every rank has called barrier().
   void barrier();
 
+  // Zero-copy sends from a buffer the application keeps (e.g. a gradient bucket): registers
+  // [buffer, buffer + bytes) with the transport once (the rdma driver registers it with the NIC,
+  // pinning it), and allreduce calls whose send range lies inside it read blocks straight from
+  // it instead of copying them into the transport's staging memory. Other transports accept
+  // the call and keep copying. If registration fails (e.g. the locked-memory limit) sends copy
+  // and a warning says why. Throws sparcoll::Error for a null or empty or overlapping range.
+  void register_buffer(const void* buffer, std::size_t bytes);
+  // Unregisters a buffer given to register_buffer, before it is freed; throws if it was not
+  // registered or an operation using it is still running.
+  void deregister_buffer(const void* buffer);
+
   // Cumulative transport traffic of this process (see TrafficStats).
   TrafficStats traffic() const;
 

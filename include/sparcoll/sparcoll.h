@@ -44,6 +44,10 @@ sparcoll_status_t sparcoll_comm_size(sparcoll_comm_t comm, int* size);
 sparcoll_status_t sparcoll_allreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                      sparcoll_dtype_t dtype, sparcoll_op_t op);
 sparcoll_status_t sparcoll_barrier(sparcoll_comm_t comm);
+/* Zero-copy sends from a buffer kept by the application (see Communicator::register_buffer):
+   allreduce calls whose send range lies inside a registered buffer read it in place on rdma. */
+sparcoll_status_t sparcoll_register_buffer(sparcoll_comm_t comm, const void* buffer, size_t bytes);
+sparcoll_status_t sparcoll_deregister_buffer(sparcoll_comm_t comm, const void* buffer);
 /* Destroys the communicator; NULL is accepted. */
 sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm);
 

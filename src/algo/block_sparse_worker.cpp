@@ -99,7 +99,7 @@ Status BlockSparseWorker::transmit(engine::OpState& op, engine::WorkerLane& lane
         iov_[iovcnt++] = {const_cast<std::byte*>(op.send) + idx[i] * full, op.geometry.block_bytes_at(idx[i])};
   }
   const std::uint32_t aggregator = cfg_.layout.aggregator_of_lane(lane.lane);
-  const transport::SendResult r = outbox_.send(aggregator, iov_.data(), iovcnt);
+  const transport::SendResult r = outbox_.send(aggregator, iov_.data(), iovcnt, op.user_memory);
   if (r == transport::SendResult::no_resource) {
     if (!lane.send_pending) {
       lane.send_pending = true;

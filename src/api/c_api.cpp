@@ -80,6 +80,16 @@ sparcoll_status_t sparcoll_barrier(sparcoll_comm_t comm) {
   return guarded([&] { comm->comm.barrier(); });
 }
 
+sparcoll_status_t sparcoll_register_buffer(sparcoll_comm_t comm, const void* buffer, size_t bytes) {
+  if (comm == nullptr) return null_comm("sparcoll_register_buffer");
+  return guarded([&] { comm->comm.register_buffer(buffer, bytes); });
+}
+
+sparcoll_status_t sparcoll_deregister_buffer(sparcoll_comm_t comm, const void* buffer) {
+  if (comm == nullptr) return null_comm("sparcoll_deregister_buffer");
+  return guarded([&] { comm->comm.deregister_buffer(buffer); });
+}
+
 sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm) {
   return guarded([&] { delete comm; });
 }

@@ -61,6 +61,12 @@ void Communicator::barrier() {
   allreduce(&token, &token, 1, DataType::i32, ReduceOp::sum);
 }
 
+void Communicator::register_buffer(const void* buffer, std::size_t bytes) {
+  throw_if_error(impl_->register_buffer(buffer, bytes));
+}
+
+void Communicator::deregister_buffer(const void* buffer) { throw_if_error(impl_->deregister_buffer(buffer)); }
+
 TrafficStats Communicator::traffic() const { return impl_->engine().traffic(); }
 
 void run_aggregator(const Options& options) {

@@ -199,6 +199,16 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
       block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data());
     }
   }
+  state.user_memory = {};
+  if (!state.abort && count > 0) {
+    const std::byte* begin = state.send;
+    const std::byte* end = begin + count * dtype_size(dtype);
+    for (const RegisteredBuffer& buffer : registered_)
+      if (begin >= buffer.base && end <= buffer.base + buffer.bytes) {
+        state.user_memory = buffer.memory;
+        break;
+      }
+  }
   state.lanes.assign(options_.lanes, engine::WorkerLane{});
   state.scratch.resize(std::size_t{options_.lanes} *
                        algo::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
@@ -206,6 +216,42 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   *out = state.request;
   engine_->submit(&state);
   return Status();
+}
+
+Status CommunicatorImpl::register_buffer(const void* buffer, std::size_t bytes) {
+  if (buffer == nullptr || bytes == 0)
+    return Status(ErrorCode::invalid_argument, "register_buffer: buffer is null or has 0 bytes");
+  const auto* base = static_cast<const std::byte*>(buffer);
+  for (const RegisteredBuffer& other : registered_)
+    if (base < other.base + other.bytes && other.base < base + bytes)
+      return Status(ErrorCode::invalid_argument,
+                    "register_buffer: [" + hex(buffer) + ", +" + std::to_string(bytes) +
+                        ") overlaps a buffer registered before at " + hex(other.base) + " (" +
+                        std::to_string(other.bytes) + " bytes); deregister that one first");
+  RegisteredBuffer entry;
+  entry.base = base;
+  entry.bytes = bytes;
+  if (driver_ == nullptr || !driver_->register_memory(buffer, bytes, &entry.memory)) entry.memory = {};
+  registered_.push_back(entry);
+  return Status();
+}
+
+Status CommunicatorImpl::deregister_buffer(const void* buffer) {
+  for (std::size_t i = 0; i < registered_.size(); ++i) {
+    const RegisteredBuffer& entry = registered_[i];
+    if (entry.base != buffer) continue;
+    for (std::uint32_t slot = 0; slot < engine_->slot_count(); ++slot) {
+      const engine::OpState& op = engine_->slot(slot);
+      if (op.busy.load(std::memory_order_acquire) != 0 && op.send >= entry.base && op.send < entry.base + entry.bytes)
+        return Status(ErrorCode::invalid_argument, "deregister_buffer: op " + std::to_string(op.op_id) +
+                                                       " still sends from " + hex(buffer) +
+                                                       "; wait for it before deregistering");
+    }
+    if (entry.memory.len != 0) driver_->forget_memory(entry.base, entry.bytes);
+    registered_.erase(registered_.begin() + static_cast<std::ptrdiff_t>(i));
+    return Status();
+  }
+  return Status(ErrorCode::invalid_argument, "deregister_buffer: " + hex(buffer) + " was not registered");
 }
 
 Status CommunicatorImpl::wait(RequestState& request) {

@@ -21,6 +21,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                     std::shared_ptr<RequestState>* out);
+  Status register_buffer(const void* buffer, std::size_t bytes);
+  Status deregister_buffer(const void* buffer);
   // Waits for the request; returns its outcome.
   static Status wait(RequestState& request);
 
@@ -46,6 +48,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::unique_ptr<engine::Engine> engine_;
   std::uint32_t next_op_id_ = 0;
   std::vector<std::uint64_t> signed_zero_;  // scratch for in-place scans (capacity reused)
+  struct RegisteredBuffer {
+    const std::byte* base = nullptr;
+    std::size_t bytes = 0;
+    transport::UserMemory memory;  // len 0 when the driver has no zero-copy for it
+  };
+  std::vector<RegisteredBuffer> registered_;  // few entries: searched once per operation
   bool joined_ = false;
 };
 

@@ -1,5 +1,7 @@
 #include "engine/engine.hpp"
 
+#include <algorithm>
+
 #include <linux/futex.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -8,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "common/log.hpp"
@@ -68,6 +71,7 @@ Shard::Shard(Engine& engine, std::uint32_t index, transport::Channel* channel)
       worker_(worker_config(engine.config(), index), outbox_),
       submissions_(op_slot_count(engine.config().options.max_inflight)) {
   active_.reserve(op_slot_count(engine.config().options.max_inflight));
+  releasing_.reserve(op_slot_count(engine.config().options.max_inflight));
   if (engine.config().options.poll_mode == "event" && channel_ != nullptr && channel_->wait_fd() >= 0) {
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     event_mode_ = wake_fd_ >= 0;
@@ -146,7 +150,7 @@ void Shard::run() {
 // eventfd. Queued sends keep the thread polling: their progress (and rdma credits, which arrive
 // as writes without completions) raises no event. The sleep is bounded for deadline checks.
 void Shard::event_wait() {
-  const bool sends_waiting = worker_.has_pending_sends() || aggregator_.has_pending_sends() ||
+  const bool sends_waiting = worker_.has_pending_sends() || aggregator_.has_pending_sends() || !releasing_.empty() ||
                              !loopback_.empty() || !channel_->flushed();
   if (sends_waiting) {
     sched_yield();
@@ -210,6 +214,8 @@ bool Shard::step() {
   const int n = loopback_.poll(msgs, kPollBatch);
   for (int i = 0; i < n && !failed_; ++i) dispatch(msgs[i]);
   progressed |= n > 0;
+
+  if (!releasing_.empty()) finish_released_ops();
 
   if (!failed_) {
     Status s = worker_.retry_sends();
@@ -299,6 +305,16 @@ void Shard::start_op(OpState* op) {
 // When this shard's lanes of `op` are all done, the last shard publishes the outcome.
 void Shard::maybe_finish(OpState* op) {
   if (op->shard_lanes_left[index_] != 0) return;
+  if (op->user_memory.len != 0 && channel_ != nullptr && !failed_ && !channel_->user_memory_released()) {
+    // The NIC may still read the send buffer; the caller must not get it back yet. (After a
+    // failure nothing waits: the op fails, and registered pages stay pinned until evicted.)
+    if (std::find(releasing_.begin(), releasing_.end(), op) == releasing_.end()) releasing_.push_back(op);
+    return;
+  }
+  if (!releasing_.empty()) {
+    auto it = std::find(releasing_.begin(), releasing_.end(), op);
+    if (it != releasing_.end()) releasing_.erase(it);
+  }
   for (std::size_t i = 0; i < active_.size(); ++i) {
     if (active_[i] == op) {
       active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -321,6 +337,12 @@ void Shard::maybe_finish(OpState* op) {
   op->busy.notify_all();
   request->done.store(1, std::memory_order_release);
   request->done.notify_all();
+}
+
+void Shard::finish_released_ops() {
+  if (!failed_ && !channel_->user_memory_released()) return;
+  // Each call removes the op from releasing_.
+  while (!releasing_.empty()) maybe_finish(releasing_.back());
 }
 
 void Shard::fail_everything(const Status& reason) {

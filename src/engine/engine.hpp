@@ -66,6 +66,10 @@ class Shard {
   algo::BlockSparseWorker worker_;
   SpscQueue<OpState*> submissions_;
   std::vector<OpState*> active_;  // ops running on this shard, oldest first
+  // Ops whose lanes are done but whose zero-copy sends may still read the user's buffer: they
+  // complete once the channel says that memory is released.
+  std::vector<OpState*> releasing_;
+  void finish_released_ops();
   std::atomic<bool> stop_{false};
   std::atomic<std::uint32_t> wake_{0};
   std::thread thread_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "proto/wire.hpp"
+#include "transport/driver.hpp"
 #include "sparcoll/communicator.hpp"
 #include "sparcoll/status.hpp"
 
@@ -57,6 +58,7 @@ struct OpState {
   std::vector<std::uint64_t> bitmap;   // non-zero blocks (capacity reused across ops)
   std::vector<WorkerLane> lanes;       // every lane; each shard uses only its own
   std::vector<std::byte> scratch;      // per lane: header + window indices (64 + 8*fusion bytes)
+  transport::UserMemory user_memory;   // `send` registered for zero-copy sends; len 0 = copy
   std::shared_ptr<RequestState> request;
 
   // --- progress threads ------------------------------------------------------------------------

@@ -15,9 +15,12 @@ class Outbox {
   Outbox(std::uint32_t self, transport::Channel* channel, SelfChannel* loopback)
       : self_(self), channel_(channel), loopback_(loopback) {}
 
-  transport::SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) {
+  // `user` (len 0: none) is memory the driver may read in place; see Channel::send.
+  transport::SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt,
+                             const transport::UserMemory& user = {}) {
     if (peer == self_) return loopback_->send(iov, iovcnt);
-    const transport::SendResult r = channel_->send(peer, iov, iovcnt);
+    const transport::SendResult r =
+        user.len != 0 ? channel_->send(peer, iov, iovcnt, user) : channel_->send(peer, iov, iovcnt);
     if (r == transport::SendResult::ok) {
       std::size_t bytes = 0;
       for (int i = 0; i < iovcnt; ++i) bytes += iov[i].iov_len;

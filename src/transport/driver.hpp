@@ -40,6 +40,14 @@ struct ReceivedMessage {
 
 enum class SendResult : std::uint8_t { ok, no_resource, error };
 
+// User memory a driver may read in place (zero-copy) instead of copying it: what
+// Driver::register_memory returned for a buffer. `key` is driver-specific (the rdma lkey).
+struct UserMemory {
+  const std::byte* base = nullptr;
+  std::size_t len = 0;
+  std::uint32_t key = 0;
+};
+
 class Channel {
  public:
   virtual ~Channel() = default;
@@ -48,6 +56,16 @@ class Channel {
   // Queues one message made of iov[0..iovcnt) for `peer`. On ok the iov memory may be reused
   // at once. On error, error() names the peer and the cause.
   virtual SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) = 0;
+  // The same, but iov entries inside `user` may be read in place after send returns: the
+  // caller keeps that memory unchanged until user_memory_released(). Drivers without zero-copy
+  // copy as send() does.
+  virtual SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory& user) {
+    (void)user;
+    return send(peer, iov, iovcnt);
+  }
+  // True when no send that reads user memory in place is still in flight. The engine holds an
+  // operation's completion until then, so the caller may reuse or free its buffer afterwards.
+  virtual bool user_memory_released() { return true; }
   // Progresses sends and returns up to `max` received messages (0 if none), or -1 on error
   // (a peer died or closed, a corrupt frame): error() says which peer and why.
   virtual int poll(ReceivedMessage* out, int max) = 0;
@@ -88,6 +106,17 @@ class Driver {
   virtual ~Driver() = default;
   virtual std::string_view name() const = 0;
   virtual Channel& channel(std::uint32_t index) = 0;
+  // Makes [addr, addr + len) readable in place by send(…, UserMemory) on every channel, e.g. by
+  // registering it with the NIC (cached: the same buffer costs one registration). False when the
+  // driver has no zero-copy path or registration failed (then sends copy; the driver logs why
+  // once). Thread-safe; called when the application registers a buffer, never per message.
+  virtual bool register_memory(const void* addr, std::size_t len, UserMemory* out) {
+    (void)addr, (void)len, (void)out;
+    return false;
+  }
+  // Forgets a buffer given to register_memory (its memory is about to be freed). Only call
+  // when no operation using it is in flight.
+  virtual void forget_memory(const void* addr, std::size_t len) { (void)addr, (void)len; }
 };
 
 // Creates driver `name` ("shm", "tcp", ...) and connects it to every peer in ctx.peers.

@@ -5,10 +5,19 @@
 //   sparcoll-check [--dtypes f32,f16,bf16,i32] [--ops sum,avg,min,max] [--sizes 0,1,255,257]
 //                  [--densities 0,0.001,0.01,0.1,1] [--patterns random,overlap,disjoint,one_dense]
 //                  [--inflight N] [--repeat N] [--seed S] [--negative-zeros]
+//                  [--register] [--deny-registration]
 // Every result is also hashed and the hashes compared across ranks: results must be bitwise
 // identical everywhere. --negative-zeros writes -0.0 into the zero elements of odd ranks' float
-// inputs (they still count as zero).
+// inputs (they still count as zero). --register registers every send buffer for zero-copy
+// (Communicator::register_buffer) before its op and deregisters it after, and checks the
+// registration API's errors; --deny-registration then makes every registration fail as a low
+// `ulimit -l` would (drops CAP_IPC_LOCK, memlock limit 0), so sends must fall back to copying.
 // Prints "sparcoll-check: N cases passed" on rank 0; exits 1 on the first wrong element.
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +64,40 @@ void negate_zeros(std::vector<std::byte>* data, sparcoll::DataType dtype) {
   }
 }
 
+// What a low `ulimit -l` does to an unprivileged process: no more memory can be pinned.
+void deny_memory_registration() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &header, data) != 0) std::perror("capget");
+  const unsigned bit = CAP_IPC_LOCK % 32, word = CAP_IPC_LOCK / 32;
+  data[word].effective &= ~(1u << bit);
+  data[word].permitted &= ~(1u << bit);
+  if (syscall(SYS_capset, &header, data) != 0) std::perror("capset");
+  const struct rlimit none{0, 0};
+  if (setrlimit(RLIMIT_MEMLOCK, &none) != 0) std::perror("setrlimit(RLIMIT_MEMLOCK)");
+}
+
+// The registration API rejects what it must.
+bool registration_errors_reported(sparcoll::Communicator& comm) {
+  std::vector<std::byte> a(4096), b(4096);
+  int reported = 0;
+  auto expect_error = [&](auto&& call) {
+    try {
+      call();
+    } catch (const sparcoll::Error&) {
+      ++reported;
+    }
+  };
+  expect_error([&] { comm.register_buffer(nullptr, 16); });
+  expect_error([&] { comm.register_buffer(a.data(), 0); });
+  expect_error([&] { comm.deregister_buffer(b.data()); });  // never registered
+  comm.register_buffer(a.data(), a.size());
+  expect_error([&] { comm.register_buffer(a.data() + 100, 100); });  // overlaps
+  comm.deregister_buffer(a.data());
+  expect_error([&] { comm.deregister_buffer(a.data()); });  // twice
+  return reported == 5;
+}
+
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr, "sparcoll-check: %s\n", why);
   std::exit(2);
@@ -68,11 +111,11 @@ int main(int argc, char** argv) {
                            patterns = {"random", "overlap", "disjoint"};
   int inflight = 3, repeat = 1;
   std::uint64_t seed = 7;
-  bool negative_zeros = false;
+  bool negative_zeros = false, register_buffers = false, deny_registration = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--negative-zeros") {
-      negative_zeros = true;
+    if (a == "--negative-zeros" || a == "--register" || a == "--deny-registration") {
+      (a == "--negative-zeros" ? negative_zeros : a == "--register" ? register_buffers : deny_registration) = true;
       continue;
     }
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
@@ -91,6 +134,12 @@ int main(int argc, char** argv) {
 
   try {
     sparcoll::Communicator comm = sparcoll::Communicator::from_env();
+    if (deny_registration) deny_memory_registration();
+    if (register_buffers && !registration_errors_reported(comm)) {
+      std::fprintf(stderr, "sparcoll-check: rank %d: a bad register_buffer/deregister_buffer call was accepted\n",
+                   comm.rank());
+      return 1;
+    }
     std::vector<Case> cases;
     for (int rep = 0; rep < repeat; ++rep)
       for (const auto& dt : dtypes)
@@ -126,11 +175,13 @@ int main(int argc, char** argv) {
         // Poison the output so a block the library forgets to write is caught.
         c.recv.assign(c.send.size(), std::byte{0x7b});
         void* out = c.in_place ? c.send.data() : c.recv.data();
+        if (register_buffers && !c.send.empty()) comm.register_buffer(c.send.data(), c.send.size());
         c.request = comm.iallreduce(c.send.data(), out, c.spec.count, c.spec.dtype, c.op);
       }
       for (std::size_t i = first; i < last; ++i) {
         Case& c = cases[i];
         c.request.wait();
+        if (register_buffers && !c.send.empty()) comm.deregister_buffer(c.send.data());
         std::vector<std::byte> want;
         sparcoll::perf::reference(c.spec, c.op, &want);
         std::string where;

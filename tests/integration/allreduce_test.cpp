@@ -104,6 +104,12 @@ TEST_P(AllreduceTransport, NegativeZerosStillGiveIdenticalBytesEverywhere) {
                            "0,0.1,1", "--negative-zeros"}));
 }
 
+// register_buffer is accepted everywhere (shm and tcp keep copying) and rejects bad calls.
+TEST_P(AllreduceTransport, RegisteredSendBuffersAndRegistrationErrors) {
+  expect_passed(run_check(2, GetParam(), 0,
+                          {"--register", "--sizes", "1,20001", "--dtypes", "f32", "--ops", "sum", "--densities", "0.01,1"}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Allreduce, AllreduceTransport, ::testing::Values("shm", "tcp"));
 
 }  // namespace

@@ -47,6 +47,19 @@ int main(void) {
   s = sparcoll_allreduce(comm, &value, &value, 1, SPARCOLL_INT32, SPARCOLL_MAX);
   CHECK(s == SPARCOLL_SUCCESS && value == (size - 1) * 10, "max after errors: %d (%s)", value, sparcoll_last_error());
   CHECK(sparcoll_barrier(comm) == SPARCOLL_SUCCESS, "barrier: %s", sparcoll_last_error());
+
+  /* A registered send buffer (zero-copy on rdma), and the registration errors. */
+  CHECK(sparcoll_register_buffer(comm, data, N * sizeof(float)) == SPARCOLL_SUCCESS, "register: %s",
+        sparcoll_last_error());
+  for (int i = 0; i < N; ++i) data[i] = (i % 5 == 0) ? 1.0f : 0.0f;
+  s = sparcoll_allreduce(comm, data, data, N, SPARCOLL_FLOAT32, SPARCOLL_SUM);
+  CHECK(s == SPARCOLL_SUCCESS && data[0] == (float)size && data[1] == 0.0f, "registered allreduce: %s",
+        sparcoll_last_error());
+  s = sparcoll_register_buffer(comm, data + 1, 4);
+  CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "overlaps"), "overlap: %d", s);
+  CHECK(sparcoll_deregister_buffer(comm, data) == SPARCOLL_SUCCESS, "deregister: %s", sparcoll_last_error());
+  s = sparcoll_deregister_buffer(comm, data);
+  CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "was not registered"), "twice: %d", s);
   CHECK(sparcoll_comm_destroy(comm) == SPARCOLL_SUCCESS, "destroy failed");
   CHECK(sparcoll_comm_destroy(NULL) == SPARCOLL_SUCCESS, "destroy(NULL) failed");
   free(data);
