@@ -30,13 +30,15 @@ struct LaunchResult {
   double seconds = 0;
 };
 
-// One sparcoll-run process with its stdout and stderr captured.
+// One sparcoll-run process (or, with `as_given`, the program args[0]) with its stdout and stderr
+// captured.
 class Launcher {
  public:
   explicit Launcher(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
-                    std::chrono::seconds watchdog = std::chrono::seconds(20))
+                    std::chrono::seconds watchdog = std::chrono::seconds(20), bool as_given = false)
       : watchdog_(watchdog) {
-    std::vector<std::string> argv = {launcher_path()};
+    std::vector<std::string> argv;
+    if (!as_given) argv.push_back(launcher_path());
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
@@ -161,6 +163,15 @@ inline LaunchResult launch(const std::vector<std::string>& args, const std::vect
                            std::chrono::seconds watchdog = std::chrono::seconds(20)) {
   return Launcher(args, extra_env, watchdog).finish();
 }
+
+// Runs args[0] (a path) with args[1..] directly, not through sparcoll-run.
+inline LaunchResult run_program(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+                                std::chrono::seconds watchdog = std::chrono::seconds(20)) {
+  return Launcher(args, extra_env, watchdog, true).finish();
+}
+
+// A file of the source tree, e.g. source_path("scripts/netns-run").
+inline std::string source_path(const std::string& relative) { return std::string(SPARCOLL_SOURCE_DIR) + "/" + relative; }
 
 // A program built into the build tree, e.g. build_path("tests/integration/sparcoll-check").
 inline std::string build_path(const std::string& relative) { return std::string(SPARCOLL_BUILD_DIR) + "/" + relative; }
