@@ -40,6 +40,16 @@ struct ReceivedMessage {
 
 enum class SendResult : std::uint8_t { ok, no_resource, error };
 
+// What a packet driver (dpdk) counts per channel; other drivers report zeros.
+struct ChannelCounters {
+  std::uint64_t packets_sent = 0;      // frames the device took (data and control)
+  std::uint64_t packets_received = 0;  // frames that reached validation
+  std::uint64_t retransmitted = 0;     // data frames sent again (the loss hook's drops included)
+  std::uint64_t dropped_invalid = 0;   // frames that failed validation, freed unseen
+  std::uint64_t duplicates = 0;        // data frames that had arrived already
+  std::uint64_t dropped_by_hook = 0;   // data transmissions SPARCOLL_DPDK_DROP_EVERY suppressed
+};
+
 // User memory a driver may read in place (zero-copy) instead of copying it: what
 // Driver::register_memory returned for a buffer. `key` is driver-specific (the rdma lkey).
 struct UserMemory {
@@ -78,6 +88,8 @@ class Channel {
   virtual int wait_fd() { return -1; }
   virtual void arm() {}
   virtual const Status& error() const = 0;
+  // Packet and loss counters of this channel (drivers without packets keep the zeros).
+  virtual ChannelCounters counters() const { return {}; }
 };
 
 // Who a process is; published through the store by every process at setup.
