@@ -50,6 +50,11 @@ struct Options {
   std::string ib_device;                     // SPARCOLL_IB_DEVICE: rdma device name; empty = first usable
   std::uint32_t ib_port = 0;                 // SPARCOLL_IB_PORT: 1-based port; 0 = first active port
   int ib_gid_index = -1;                     // SPARCOLL_IB_GID_INDEX: -1 = best GID (RoCE v2 preferred)
+  std::string dpdk_eal_args;                 // SPARCOLL_DPDK_EAL_ARGS: appended to the EAL defaults; a device = port mode
+  std::uint32_t dpdk_port = 0;               // SPARCOLL_DPDK_PORT: port id in port mode
+  std::string dpdk_ip;                       // SPARCOLL_DPDK_IP: ipv4 in port mode; empty = the rendezvous address
+  std::uint32_t dpdk_udp_port = 47000;       // SPARCOLL_DPDK_UDP_PORT: channel c uses this + c
+  std::uint32_t dpdk_drop_every = 0;         // SPARCOLL_DPDK_DROP_EVERY: drop every Nth data frame sent (tests); 0 = off
 
   // --- diagnostics --------------------------------------------------------------------------
   std::string log_level = "warn";  // SPARCOLL_LOG_LEVEL: error | warn | info | debug

@@ -5,6 +5,8 @@
 // only when it is unset. An empty variable counts as unset.
 #include "common/config.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -75,6 +77,15 @@ Status parse_positive_u32(const std::string& text, Options* o) {
   Status st = parse_decimal(text, std::numeric_limits<std::uint32_t>::max(), "positive integer", &v);
   if (!st.ok()) return st;
   if (v == 0) return bad("not a positive integer");
+  o->*Field = static_cast<std::uint32_t>(v);
+  return Status::Ok();
+}
+
+template <std::uint32_t Options::*Field>
+Status parse_nonnegative_u32(const std::string& text, Options* o) {
+  std::uint64_t v = 0;
+  Status st = parse_decimal(text, std::numeric_limits<std::uint32_t>::max(), "non-negative integer", &v);
+  if (!st.ok()) return st;
   o->*Field = static_cast<std::uint32_t>(v);
   return Status::Ok();
 }
@@ -318,6 +329,13 @@ void check_engine(const Options& o, Problems& p) {
     p.add("shm_ring_bytes=" + std::to_string(ring) + " (SPARCOLL_SHM_RING_BYTES) must be at least 4 * max_message = " +
           std::to_string(4 * std::uint64_t{o.max_message}) + " (SPARCOLL_MAX_MESSAGE)");
   }
+  p.check_range("dpdk_port", o.dpdk_port, 0u, 65535u);
+  p.check_range("dpdk_udp_port", o.dpdk_udp_port, 1u, 65535u);
+  if (!o.dpdk_ip.empty()) {
+    in_addr addr{};
+    if (inet_pton(AF_INET, o.dpdk_ip.c_str(), &addr) != 1)
+      p.add("dpdk_ip='" + o.dpdk_ip + "' (SPARCOLL_DPDK_IP) must be an ipv4 address such as 10.0.0.2");
+  }
   p.check_choice("log_level", o.log_level, kLogLevels);
 }
 
@@ -389,6 +407,24 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_IB_GID_INDEX", "ib_gid_index", "(best gid: RoCE v2, IPv4-mapped first)",
        "GID table index the rdma transport addresses its peers with (show_gids or ibv_devinfo -v lists them).", {},
        &parse_nonnegative_int<&Options::ib_gid_index>},
+      {"SPARCOLL_DPDK_EAL_ARGS", "dpdk_eal_args", "(empty)",
+       "arguments appended to the dpdk transport's EAL defaults (--no-huge -m 512 --no-pci --no-shconf "
+       "--no-telemetry, quiet logs, -l 0; a conflicting argument replaces its default). Without a device the "
+       "transport links local processes by memif; with one (--vdev=net_af_packet0,iface=veth0 or -a <pci "
+       "address>) it runs on that port. The EAL starts once per process.",
+       {}, &parse_text<&Options::dpdk_eal_args>},
+      {"SPARCOLL_DPDK_PORT", "dpdk_port", "0", "the dpdk port id the transport uses when the EAL arguments give a device.",
+       {}, &parse_nonnegative_u32<&Options::dpdk_port>},
+      {"SPARCOLL_DPDK_IP", "dpdk_ip", "(the rendezvous address)",
+       "ipv4 address of this process on the dpdk port (port mode), published to its peers.", {},
+       &parse_text<&Options::dpdk_ip>},
+      {"SPARCOLL_DPDK_UDP_PORT", "dpdk_udp_port", "47000",
+       "first udp port of the dpdk transport; channel (thread) c uses this + c.", {},
+       &parse_positive_u32<&Options::dpdk_udp_port>},
+      {"SPARCOLL_DPDK_DROP_EVERY", "dpdk_drop_every", "0",
+       "test hook: the dpdk transport drops every Nth data frame it sends, per channel (retransmissions "
+       "included) instead of sending it; 0 = off.",
+       {}, &parse_nonnegative_u32<&Options::dpdk_drop_every>},
       {"SPARCOLL_LOG_LEVEL", "log_level", "warn", "error, warn, info or debug.", {}, &parse_log_level},
       {"SPARCOLL_SIMD", "(read elsewhere: src/block/cpu_features.cpp)", "(best the cpu supports)",
        "caps the SIMD kernels: scalar, avx2 or avx512 (tests and benchmarks).", {}, nullptr},
