@@ -22,6 +22,7 @@ bool rdma_driver_usable(std::string* reason);
 #endif
 #ifdef SPARCOLL_DRIVER_DPDK
 Status create_dpdk_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out);
+bool dpdk_driver_usable(std::string* reason);
 #endif
 
 }  // namespace sparcoll::transport

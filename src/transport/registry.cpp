@@ -24,7 +24,7 @@ const Entry kDrivers[] = {
     {"rdma", &create_rdma_driver, &rdma_driver_usable},
 #endif
 #ifdef SPARCOLL_DRIVER_DPDK
-    {"dpdk", &create_dpdk_driver},
+    {"dpdk", &create_dpdk_driver, &dpdk_driver_usable},
 #endif
 #ifdef SPARCOLL_DRIVER_SHM
     {"shm", &create_shm_driver},

@@ -1,0 +1,859 @@
+#include "dpdk_channel.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "transport/setup_util.hpp"
+
+namespace sparcoll::transport::dpdk {
+namespace {
+
+constexpr std::uint64_t kMask = kWindow - 1;
+constexpr std::uint32_t kAckEvery = 16;        // arrivals before a standalone ack
+constexpr std::uint32_t kFastRetransmitGap = 3;
+constexpr std::uint32_t kMaxBackoff = 8;
+constexpr std::uint32_t kMaxControlQueued = 2;  // control frames per peer waiting in a backlog
+constexpr int kRxRounds = 4;                    // bursts per source per poll
+
+std::uint16_t load_le16(const std::uint8_t* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+struct DpdkChannel::Peer {
+  std::uint32_t index = 0;
+  std::string label;
+  FrameHeader tmpl;  // headers of frames we send it; type, seq and ack fields filled per frame
+  std::uint32_t target = 0;
+
+  // Send side.
+  struct Slot {
+    rte_mbuf* m = nullptr;     // the retained frame, until acknowledged
+    std::uint64_t seq = 0;
+    std::uint64_t sent = 0;    // TSC of the last transmission
+    std::uint64_t xmit = 0;    // transmission number of the last transmission (per peer)
+    std::uint32_t tx_count = 0;
+    bool sacked = false;
+    bool queued = false;       // a reference sits in a backlog
+  };
+  std::vector<Slot> tx;
+  std::uint64_t base = 0;      // lowest seq not acknowledged
+  std::uint64_t next_seq = 0;
+  std::uint64_t limit = kWindow;  // the peer has room for seqs below it
+  std::uint64_t srtt = 0;
+  std::uint64_t rttvar = 0;
+  std::uint32_t backoff = 0;
+  std::uint64_t timer = 0;          // TSC at which the retransmission timer fires
+  std::uint64_t last_progress = 0;  // TSC of the last acknowledgement that told us something new
+  std::uint64_t retransmits = 0;
+  std::uint64_t transmissions = 0;  // data transmissions to this peer so far
+  std::uint64_t rack_xmit = 0;      // transmission number of the newest frame known to have arrived
+
+  // Receive side.
+  struct RxSlot {
+    rte_mbuf* m = nullptr;
+    std::uint32_t len = 0;
+  };
+  std::vector<RxSlot> rx;
+  std::uint64_t delivered = 0;  // next seq to hand to the engine
+  std::uint64_t arrived = 0;    // every seq below it arrived
+  std::uint32_t out_of_order = 0;
+  bool ack_dirty = false;
+  bool ack_now = false;
+  std::uint32_t unacked = 0;
+  std::uint64_t dirty_since = 0;
+  std::uint64_t limit_sent = kWindow;
+  std::uint32_t control_queued = 0;
+
+  // Closing.
+  enum class State : std::uint8_t { open, fin_sent, responding, responded, done };
+  State state = State::open;
+  std::uint64_t fin_sent_at = 0;  // 0: FIN still to be queued
+  bool fin_received = false;
+  std::uint64_t fin_seq = 0;
+  std::uint64_t fin_time = 0;
+  bool link_down = false;
+  std::uint64_t link_down_at = 0;  // TSC when we saw it
+  bool port_closed = false;
+  std::string gone;  // why the peer is gone: the error once its last messages are delivered
+};
+
+struct DpdkChannel::Backlog {
+  std::uint16_t port = 0;
+  std::uint16_t queue = 0;
+  std::int32_t peer_pos = -1;
+  std::vector<TxEntry> entries;
+  std::size_t head = 0;
+  std::size_t count = 0;
+  bool dead = false;  // the link behind it is closed or promised untouched
+};
+
+DpdkChannel::DpdkChannel(ChannelSetup setup)
+    : setup_(std::move(setup)),
+      index_(setup_.index),
+      max_message_(setup_.max_message),
+      pool_(setup_.pool),
+      ring_(setup_.rings[setup_.index]),
+      pos_of_(setup_.processes, -1),
+      release_(kMaxDeliver, nullptr) {
+  expect_.mac = setup_.mac;
+  expect_.ip = setup_.ip;
+  expect_.udp_port = setup_.udp_port;
+  expect_.channel = static_cast<std::uint16_t>(index_);
+  expect_.self = setup_.self;
+  expect_.max_payload = max_message_;
+  hz_ = rte_get_tsc_hz();
+  rto_min_ = hz_ / 500;         // 2 ms
+  rto_max_ = hz_ / 5;           // 200 ms
+  rto_initial_ = hz_ / 200;     // 5 ms
+  ack_delay_ = hz_ / 10000;     // 100 us
+  fin_interval_ = hz_ / 100;    // 10 ms
+  link_settle_ = hz_ / 20;      // 50 ms
+  liveness_ = hz_ / 1000 * setup_.liveness_ms;
+  now_ = rte_rdtsc();
+  for (const TxTarget& t : setup_.targets) {
+    auto b = std::make_unique<Backlog>();
+    b->port = t.port;
+    b->queue = t.queue;
+    b->peer_pos = t.peer_pos;
+    b->entries.resize(t.capacity);
+    backlogs_.push_back(std::move(b));
+  }
+  for (std::size_t i = 0; i < setup_.peers.size(); ++i) {
+    const PeerSetup& ps = setup_.peers[i];
+    auto p = std::make_unique<Peer>();
+    p->index = ps.index;
+    p->label = ps.label;
+    p->target = ps.target;
+    p->tx.resize(kWindow);
+    p->rx.resize(kWindow);
+    FrameHeader& h = p->tmpl;
+    h.dst_mac = ps.mac;
+    h.src_mac = setup_.mac;
+    h.src_ip = setup_.ip;
+    h.dst_ip = ps.ip;
+    h.src_port = setup_.udp_port;
+    h.dst_port = ps.udp_port;
+    h.channel = static_cast<std::uint16_t>(index_);
+    h.job_id = ps.job_id;
+    h.src = setup_.self;
+    h.dst = ps.index;
+    pos_of_[ps.index] = static_cast<std::int32_t>(i);
+    peers_.push_back(std::move(p));
+  }
+}
+
+DpdkChannel::~DpdkChannel() {
+  release_delivered();
+  for (auto& b : backlogs_) discard(*b);
+  for (auto& p : peers_) {
+    for (auto& slot : p->tx)
+      if (slot.m != nullptr) rte_pktmbuf_free(slot.m);
+    for (auto& slot : p->rx)
+      if (slot.m != nullptr) rte_pktmbuf_free(slot.m);
+  }
+  void* objs[kBurst];
+  unsigned n;
+  while ((n = rte_ring_sc_dequeue_burst(ring_, objs, kBurst, nullptr)) > 0)
+    for (unsigned i = 0; i < n; ++i) rte_pktmbuf_free(static_cast<rte_mbuf*>(objs[i]));
+}
+
+void DpdkChannel::fail(ErrorCode code, std::string message) {
+  if (error_.ok()) error_ = Status(code, std::move(message) + " (seen on dpdk channel " + std::to_string(index_) + ")");
+}
+
+bool DpdkChannel::touchable(const Peer& p) const {
+  if (p.port_closed || p.link_down) return false;
+  return p.state == Peer::State::open || p.state == Peer::State::fin_sent || p.state == Peer::State::responding;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Send path
+
+void DpdkChannel::fill_ack(Peer& p, FrameHeader* h) {
+  h->ack = p.arrived;
+  std::uint64_t sack = 0;
+  if (p.out_of_order > 0) {
+    for (std::uint32_t i = 0; i < 64; ++i) {
+      const std::uint64_t seq = p.arrived + 1 + i;
+      if (seq >= p.delivered + kWindow) break;
+      if (p.rx[seq & kMask].m != nullptr) sack |= std::uint64_t{1} << i;
+    }
+  }
+  h->sack = sack;
+  h->limit = p.delivered + kWindow;
+  p.limit_sent = h->limit;
+  p.ack_dirty = false;
+  p.ack_now = false;
+  p.unacked = 0;
+}
+
+rte_mbuf* DpdkChannel::build(Peer& p, FrameType type, std::uint64_t seq, const struct iovec* iov, int iovcnt,
+                             std::uint32_t len) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) return nullptr;
+  auto* frame = reinterpret_cast<std::uint8_t*>(rte_pktmbuf_append(m, static_cast<std::uint16_t>(kHeadersLen + len)));
+  if (frame == nullptr) {
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  FrameHeader h = p.tmpl;
+  h.type = type;
+  h.seq = seq;
+  h.payload_len = len;
+  fill_ack(p, &h);
+  write_headers(frame, h, !setup_.ip_checksum_offload);
+  if (setup_.ip_checksum_offload) {
+    m->l2_len = kEthLen;
+    m->l3_len = kIpLen;
+    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+    if (setup_.udp_checksum_offload) {
+      m->ol_flags |= RTE_MBUF_F_TX_UDP_CKSUM;
+      const std::uint16_t pseudo = udp_pseudo_header_sum(frame);
+      frame[kUdpOffset + 6] = static_cast<std::uint8_t>(pseudo >> 8);
+      frame[kUdpOffset + 7] = static_cast<std::uint8_t>(pseudo);
+    }
+  }
+  std::uint8_t* to = frame + kHeadersLen;
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len == 0) continue;
+    std::memcpy(to, iov[i].iov_base, iov[i].iov_len);
+    to += iov[i].iov_len;
+  }
+  return m;
+}
+
+bool DpdkChannel::push(Backlog& b, const TxEntry& entry) {
+  if (b.dead || b.count == b.entries.size()) return false;
+  b.entries[(b.head + b.count) % b.entries.size()] = entry;
+  ++b.count;
+  return true;
+}
+
+void DpdkChannel::transmit_data(Peer& p, std::uint64_t seq) {
+  Peer::Slot& slot = p.tx[seq & kMask];
+  slot.sent = now_;
+  slot.xmit = ++p.transmissions;
+  if (++slot.tx_count > 1) {
+    ++counters_.retransmitted;
+    ++p.retransmits;
+  }
+  // The deterministic loss hook: every Nth data transmission of this channel is "lost".
+  if (setup_.drop_every != 0 && ++data_transmissions_ % setup_.drop_every == 0) {
+    ++counters_.dropped_by_hook;
+    return;
+  }
+  rte_mbuf_refcnt_update(slot.m, 1);  // the device frees this reference once it sent the frame
+  const auto pos = static_cast<std::uint32_t>(pos_of_[p.index]);
+  if (!push(*backlogs_[p.target], TxEntry{slot.m, seq, pos, FrameType::data})) {
+    rte_mbuf_refcnt_update(slot.m, -1);
+    return;  // the retransmission timer tries again
+  }
+  slot.queued = true;
+}
+
+SendResult DpdkChannel::send(std::uint32_t peer_index, const struct iovec* iov, int iovcnt) {
+  if (!error_.ok()) return SendResult::error;
+  if (peer_index >= pos_of_.size() || pos_of_[peer_index] < 0) {
+    fail(ErrorCode::invalid_argument, "send to process " + std::to_string(peer_index) + ", which is not a peer");
+    return SendResult::error;
+  }
+  Peer& p = *peers_[static_cast<std::size_t>(pos_of_[peer_index])];
+  std::uint64_t len = 0;
+  for (int i = 0; i < iovcnt; ++i) len += iov[i].iov_len;
+  if (len > max_message_) {
+    error_ = Status(ErrorCode::invalid_argument, "message of " + std::to_string(len) + " bytes to " + p.label +
+                                                     " exceeds the max message of " + std::to_string(max_message_) +
+                                                     " bytes on dpdk channel " + std::to_string(index_) +
+                                                     setup_.limit_note);
+    return SendResult::error;
+  }
+  if (!p.gone.empty() || p.state != Peer::State::open) {
+    fail(ErrorCode::peer_failure, p.label + " " + (p.gone.empty() ? "closed its dpdk transport" : p.gone));
+    return SendResult::error;
+  }
+  if (p.next_seq - p.base >= kWindow || p.next_seq >= p.limit) return SendResult::no_resource;
+  Backlog& b = *backlogs_[p.target];
+  if (b.count == b.entries.size()) {
+    flush(b);
+    if (b.count == b.entries.size()) return SendResult::no_resource;
+  }
+  rte_mbuf* m = build(p, FrameType::data, p.next_seq, iov, iovcnt, static_cast<std::uint32_t>(len));
+  if (m == nullptr) return SendResult::no_resource;
+  now_ = rte_rdtsc();
+  const std::uint64_t seq = p.next_seq++;
+  Peer::Slot& slot = p.tx[seq & kMask];
+  slot = Peer::Slot{};
+  slot.m = m;
+  slot.seq = seq;
+  if (seq == p.base) {
+    // The first message in flight: the timers start now.
+    p.last_progress = now_;
+    p.timer = now_ + rto(p);
+  }
+  transmit_data(p, seq);
+  if (b.count >= kBurst) flush(b);
+  return SendResult::ok;
+}
+
+bool DpdkChannel::queue_control(Peer& p, FrameType type) {
+  if (p.control_queued >= kMaxControlQueued) return false;
+  Backlog& b = *backlogs_[p.target];
+  if (b.dead || b.count == b.entries.size()) return false;
+  rte_mbuf* m = build(p, type, type == FrameType::fin ? p.next_seq : 0, nullptr, 0, 0);
+  if (m == nullptr) return false;
+  const auto pos = static_cast<std::uint32_t>(pos_of_[p.index]);
+  if (!push(b, TxEntry{m, 0, pos, type})) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  ++p.control_queued;
+  if (type == FrameType::fin) p.fin_sent_at = now_;
+  return true;
+}
+
+void DpdkChannel::respond(Peer& p) {
+  if (queue_control(p, FrameType::fin_ack)) p.state = Peer::State::responding;
+}
+
+void DpdkChannel::on_sent(const TxEntry& entry) {
+  ++counters_.packets_sent;
+  Peer& p = *peers_[entry.peer];
+  if (entry.type == FrameType::data) {
+    Peer::Slot& slot = p.tx[entry.seq & kMask];
+    if (slot.seq == entry.seq) slot.queued = false;
+    return;
+  }
+  --p.control_queued;
+  if (entry.type == FrameType::fin_ack && p.state == Peer::State::responding) {
+    // Our promise is on its way: from here on this peer's memif link is never touched again.
+    p.state = Peer::State::responded;
+  }
+}
+
+void DpdkChannel::discard(Backlog& b) {
+  while (b.count > 0) {
+    const TxEntry& e = b.entries[b.head];
+    Peer& p = *peers_[e.peer];
+    if (e.type == FrameType::data) {
+      Peer::Slot& slot = p.tx[e.seq & kMask];
+      if (slot.seq == e.seq) slot.queued = false;
+    } else {
+      --p.control_queued;
+    }
+    rte_pktmbuf_free(e.m);
+    b.head = (b.head + 1) % b.entries.size();
+    --b.count;
+  }
+}
+
+void DpdkChannel::flush(Backlog& b) {
+  while (b.count > 0) {
+    if (b.dead) {
+      discard(b);
+      return;
+    }
+    const std::size_t cap = b.entries.size();
+    const auto k = static_cast<std::uint16_t>(std::min<std::size_t>({b.count, kBurst, cap - b.head}));
+    rte_mbuf* burst[kBurst];
+    for (std::uint16_t i = 0; i < k; ++i) burst[i] = b.entries[b.head + i].m;
+    const std::uint16_t sent = rte_eth_tx_burst(b.port, b.queue, burst, k);
+    for (std::uint16_t i = 0; i < sent; ++i) {
+      const TxEntry entry = b.entries[b.head];
+      b.head = (b.head + 1) % cap;
+      --b.count;
+      on_sent(entry);
+      // A FIN_ACK went out on a memif link: nothing may follow it there.
+      if (entry.type == FrameType::fin_ack && b.peer_pos >= 0 && setup_.memif) b.dead = true;
+    }
+    if (sent < k) return;  // the device is full; the rest waits for the next poll
+  }
+}
+
+void DpdkChannel::flush_all() {
+  for (auto& b : backlogs_)
+    if (b->count > 0) flush(*b);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receive path
+
+bool DpdkChannel::memif_link_up(Peer& p, std::uint16_t port) {
+  rte_eth_link link {};
+  if (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) return true;
+  on_link_down(p);
+  return false;
+}
+
+void DpdkChannel::on_link_down(Peer& p) {
+  if (p.link_down) return;
+  p.link_down = true;
+  p.link_down_at = now_;
+  if (p.gone.empty()) p.gone = "is gone: its memif link went down (the process exited or closed its port)";
+  // Whatever was queued for it will never leave.
+  Backlog& b = *backlogs_[p.target];
+  if (b.peer_pos >= 0) {
+    b.dead = true;
+    discard(b);
+  }
+}
+
+void DpdkChannel::receive() {
+  rte_mbuf* mbufs[kBurst];
+  for (const RxSource& src : setup_.rx) {
+    if (src.peer_pos >= 0) {
+      // Never read a link after our FIN_ACK left (responded) or once it is down or closed.
+      Peer& p = *peers_[static_cast<std::size_t>(src.peer_pos)];
+      if (!touchable(p) || !memif_link_up(p, src.port)) continue;
+    } else if (shared_port_closed_) {
+      continue;
+    }
+    for (int round = 0; round < kRxRounds; ++round) {
+      const std::uint16_t n = rte_eth_rx_burst(src.port, src.queue, mbufs, kBurst);
+      for (std::uint16_t i = 0; i < n; ++i) steer(mbufs[i]);
+      if (n < kBurst) break;
+    }
+  }
+  void* objs[kBurst];
+  for (int round = 0; round < kRxRounds; ++round) {
+    const unsigned n = rte_ring_sc_dequeue_burst(ring_, objs, kBurst, nullptr);
+    for (unsigned i = 0; i < n; ++i) process(static_cast<rte_mbuf*>(objs[i]));
+    if (n < kBurst) break;
+  }
+}
+
+void DpdkChannel::steer(rte_mbuf* m) {
+  // Only the channel field is read here; process() validates everything, in the right channel.
+  if (m->nb_segs == 1 && m->data_len >= kHeadersLen) {
+    const std::uint16_t channel = load_le16(rte_pktmbuf_mtod(m, const std::uint8_t*) + field::channel);
+    if (channel != index_ && channel < setup_.channels) {
+      if (rte_ring_mp_enqueue(setup_.rings[channel], m) != 0) rte_pktmbuf_free(m);  // full: as if lost
+      return;
+    }
+  }
+  process(m);
+}
+
+bool DpdkChannel::inject_for_test(const void* frame, std::size_t len) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) return false;
+  void* to = len > 0xffff ? nullptr : rte_pktmbuf_append(m, static_cast<std::uint16_t>(len));
+  if (to == nullptr) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  std::memcpy(to, frame, len);
+  std::uint32_t channel = index_;
+  if (len >= kHeadersLen) {
+    const std::uint16_t named = load_le16(static_cast<const std::uint8_t*>(frame) + field::channel);
+    if (named < setup_.channels) channel = named;
+  }
+  if (rte_ring_mp_enqueue(setup_.rings[channel], m) != 0) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  return true;
+}
+
+bool DpdkChannel::frame_header_for_test(std::uint32_t peer, FrameHeader* out) const {
+  if (peer >= pos_of_.size() || pos_of_[peer] < 0) return false;
+  const Peer& p = *peers_[static_cast<std::size_t>(pos_of_[peer])];
+  FrameHeader h = p.tmpl;
+  std::swap(h.src_mac, h.dst_mac);
+  std::swap(h.src_ip, h.dst_ip);
+  std::swap(h.src_port, h.dst_port);
+  std::swap(h.src, h.dst);
+  h.type = FrameType::data;
+  h.seq = 0;
+  h.ack = p.base;
+  h.sack = 0;
+  h.limit = p.limit;
+  h.payload_len = 0;
+  *out = h;
+  return true;
+}
+
+void DpdkChannel::process(rte_mbuf* m) {
+  ++counters_.packets_received;
+  Verdict verdict = Verdict::ok;
+  FrameHeader h;
+  Peer* peer = nullptr;
+  if (m->nb_segs != 1 || m->pkt_len != m->data_len) {
+    verdict = Verdict::segmented;
+  } else {
+    const std::uint64_t flags = m->ol_flags;
+    const bool ip_good = setup_.rx_checksum_offload && (flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+    const bool udp_good = setup_.rx_checksum_offload && (flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+    if (setup_.rx_checksum_offload && (flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD) {
+      verdict = Verdict::bad_ip_checksum;
+    } else if (setup_.rx_checksum_offload && (flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD) {
+      verdict = Verdict::bad_udp_checksum;
+    } else {
+      verdict = parse_frame(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len, expect_, ip_good, udp_good, &h);
+    }
+  }
+  if (verdict == Verdict::ok) {
+    if (h.src >= pos_of_.size() || pos_of_[h.src] < 0) {
+      verdict = Verdict::unknown_src;
+    } else {
+      peer = peers_[static_cast<std::size_t>(pos_of_[h.src])].get();
+      if (h.job_id != peer->tmpl.job_id) {
+        verdict = Verdict::wrong_job;
+      } else if (!(h.src_mac == peer->tmpl.dst_mac) || h.src_ip != peer->tmpl.dst_ip || h.src_port != peer->tmpl.dst_port) {
+        verdict = Verdict::wrong_source_address;
+      } else if (h.ack > peer->next_seq ||
+                 (h.sack != 0 && h.ack + 1 + (63 - static_cast<std::uint64_t>(__builtin_clzll(h.sack))) >= peer->next_seq)) {
+        verdict = Verdict::bad_ack;  // acknowledges something never sent
+      } else if (h.type == FrameType::data && h.seq >= peer->delivered + kWindow) {
+        verdict = Verdict::out_of_window;
+      } else if (h.type == FrameType::fin && (h.seq < peer->arrived || h.seq > peer->delivered + kWindow)) {
+        verdict = Verdict::out_of_window;
+      }
+    }
+  }
+  if (verdict != Verdict::ok) {
+    ++counters_.dropped_invalid;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  Peer& p = *peer;
+  if (p.state == Peer::State::done || p.state == Peer::State::responded) {
+    // It already knows we are through; a repeated FIN (lost FIN_ACK, port mode) gets another.
+    if (h.type == FrameType::fin && p.state == Peer::State::responded && !setup_.memif && !p.port_closed)
+      queue_control(p, FrameType::fin_ack);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  on_ack_fields(p, h);
+  bool kept = false;
+  switch (h.type) {
+    case FrameType::data:
+      kept = on_data(p, h, m);
+      break;
+    case FrameType::fin:
+      on_fin(p, h);
+      break;
+    case FrameType::fin_ack:
+      if (p.state == Peer::State::fin_sent) p.state = Peer::State::done;
+      break;
+    case FrameType::ack:
+      break;
+  }
+  if (!kept) rte_pktmbuf_free(m);
+}
+
+void DpdkChannel::sample_rtt(Peer& p, std::uint64_t rtt) {
+  if (p.srtt == 0) {
+    p.srtt = rtt;
+    p.rttvar = rtt / 2;
+    return;
+  }
+  const std::uint64_t diff = rtt > p.srtt ? rtt - p.srtt : p.srtt - rtt;
+  p.rttvar = (3 * p.rttvar + diff) / 4;
+  p.srtt = (7 * p.srtt + rtt) / 8;
+}
+
+std::uint64_t DpdkChannel::rto(const Peer& p) const {
+  std::uint64_t base = p.srtt == 0 ? rto_initial_ : p.srtt + 4 * p.rttvar;
+  base = std::clamp(base, rto_min_, rto_max_);
+  return std::min(base << p.backoff, rto_max_);
+}
+
+void DpdkChannel::on_ack_fields(Peer& p, const FrameHeader& h) {
+  bool progress = false;
+  if (h.limit > p.limit) p.limit = h.limit;
+  // RACK-style loss detection needs the newest transmission known to have arrived. (For a
+  // resent frame that may have been its first copy: then a frame is resent needlessly.)
+  auto arrived = [&](const Peer::Slot& slot) { p.rack_xmit = std::max(p.rack_xmit, slot.xmit); };
+  if (h.ack > p.base) {
+    const Peer::Slot& newest = p.tx[(h.ack - 1) & kMask];
+    if (newest.tx_count == 1 && newest.m != nullptr) sample_rtt(p, now_ - newest.sent);  // Karn: never a resent frame
+    for (std::uint64_t seq = p.base; seq < h.ack; ++seq) {
+      Peer::Slot& slot = p.tx[seq & kMask];
+      if (!slot.sacked) arrived(slot);
+      if (slot.m != nullptr) rte_pktmbuf_free(slot.m);
+      slot.m = nullptr;
+    }
+    p.base = h.ack;
+    progress = true;
+  }
+  std::uint64_t highest = h.ack;
+  for (std::uint64_t bits = h.sack; bits != 0; bits &= bits - 1) {
+    const std::uint64_t seq = h.ack + 1 + static_cast<std::uint64_t>(__builtin_ctzll(bits));
+    highest = seq;
+    if (seq < p.base || seq >= p.next_seq) continue;
+    Peer::Slot& slot = p.tx[seq & kMask];
+    if (slot.sacked) continue;
+    slot.sacked = true;
+    arrived(slot);
+    // It sits in the peer's reorder buffer, which never drops it: no retransmission needed.
+    if (slot.m != nullptr) rte_pktmbuf_free(slot.m);
+    slot.m = nullptr;
+    progress = true;
+  }
+  if (progress) {
+    p.last_progress = now_;
+    p.backoff = 0;
+    p.timer = now_ + rto(p);
+  }
+  if (!progress || (p.state != Peer::State::open && p.state != Peer::State::fin_sent)) return;
+  // A frame is lost when three later frames arrived (first transmissions), or when a frame
+  // transmitted after it arrived (links and steering keep each flow in order): resend it now,
+  // not at the timeout.
+  const std::uint64_t horizon = std::min(p.next_seq, p.base + 65);
+  for (std::uint64_t seq = p.base; seq < horizon; ++seq) {
+    Peer::Slot& slot = p.tx[seq & kMask];
+    if (slot.m == nullptr || slot.sacked || slot.queued) continue;
+    const bool by_count = slot.tx_count == 1 && seq + kFastRetransmitGap <= highest;
+    const bool overtaken = slot.xmit < p.rack_xmit;
+    if (by_count || overtaken) transmit_data(p, seq);
+  }
+}
+
+bool DpdkChannel::on_data(Peer& p, const FrameHeader& h, rte_mbuf* m) {
+  const std::uint64_t seq = h.seq;
+  Peer::RxSlot& slot = p.rx[seq & kMask];
+  if (seq < p.delivered || slot.m != nullptr) {
+    ++counters_.duplicates;
+    p.ack_now = true;  // the sender evidently missed our ack
+    return false;
+  }
+  // The engine gets the payload 8-byte aligned: move a frame that a device placed otherwise.
+  auto* frame = rte_pktmbuf_mtod(m, std::uint8_t*);
+  const std::size_t misalign = reinterpret_cast<std::uintptr_t>(frame + kHeadersLen) & 7;
+  if (misalign != 0) {
+    if (m->data_off < misalign) {
+      ++counters_.dropped_invalid;
+      return false;
+    }
+    std::memmove(frame - misalign, frame, m->data_len);
+    m->data_off = static_cast<std::uint16_t>(m->data_off - misalign);
+  }
+  slot.m = m;
+  slot.len = h.payload_len;
+  if (seq == p.arrived) {
+    ++p.arrived;
+    while (p.arrived < p.delivered + kWindow && p.rx[p.arrived & kMask].m != nullptr) {
+      ++p.arrived;
+      --p.out_of_order;
+    }
+  } else {
+    // A hole below it: tell the sender now, its SACK starts the fast retransmit.
+    if (p.out_of_order++ % 4 == 0) p.ack_now = true;
+  }
+  if (!p.ack_dirty || p.unacked == 0) p.dirty_since = now_;
+  p.ack_dirty = true;
+  ++p.unacked;
+  return true;
+}
+
+void DpdkChannel::on_fin(Peer& p, const FrameHeader& h) {
+  if (!p.fin_received) {
+    p.fin_received = true;
+    p.fin_seq = h.seq;
+    p.fin_time = now_;
+    if (p.gone.empty()) p.gone = "closed its dpdk transport";
+  }
+  // Answered in housekeeping(): at once when we are closing too, else once its last data is here.
+  // In a simultaneous close (we sent FIN as well) the lower index answers, the higher waits.
+}
+
+int DpdkChannel::deliver(ReceivedMessage* out, int max) {
+  int n = 0;
+  const int cap = std::min<int>(max, static_cast<int>(kMaxDeliver - released_count_));
+  const std::size_t count = peers_.size();
+  for (std::size_t k = 0; k < count && n < cap; ++k) {
+    std::size_t pos = next_first_ + k;
+    if (pos >= count) pos -= count;
+    Peer& p = *peers_[pos];
+    const std::uint64_t before = p.delivered;
+    while (n < cap && p.delivered < p.arrived) {
+      Peer::RxSlot& slot = p.rx[p.delivered & kMask];
+      out[n++] = ReceivedMessage{p.index, rte_pktmbuf_mtod_offset(slot.m, const std::byte*, kHeadersLen), slot.len};
+      release_[released_count_++] = slot.m;
+      slot.m = nullptr;
+      ++p.delivered;
+    }
+    if (p.delivered != before) {
+      // Room opened: the sender learns it with the next ack, at once after a quarter window.
+      if (!p.ack_dirty) p.dirty_since = now_;
+      p.ack_dirty = true;
+      if (p.delivered + kWindow - p.limit_sent >= kWindow / 4) p.ack_now = true;
+    }
+  }
+  if (count > 0 && ++next_first_ >= count) next_first_ = 0;
+  return n;
+}
+
+void DpdkChannel::release_delivered() {
+  for (std::size_t i = 0; i < released_count_; ++i) rte_pktmbuf_free(release_[i]);
+  released_count_ = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timers, acks, closing, failure
+
+void DpdkChannel::on_timeout(Peer& p) {
+  if (!closing_ && now_ - p.last_progress > liveness_) {
+    fail(ErrorCode::peer_failure,
+         p.label + " acknowledged nothing for " + std::to_string((now_ - p.last_progress) * 1000 / hz_) + " ms with " +
+             std::to_string(p.next_seq - p.base) + " messages outstanding (" + std::to_string(p.retransmits) +
+             " retransmissions tried)");
+    return;
+  }
+  // Only the frames the peer's SACK can speak about (base .. base + 64): beyond it we cannot
+  // tell lost from arrived, and resending a whole window of arrived frames every timeout wastes
+  // the link (and, under a periodic loss pattern, can lose the same frames every round).
+  const std::uint64_t wait = rto(p);
+  const std::uint64_t horizon = std::min(p.next_seq, p.base + 65);
+  for (std::uint64_t seq = p.base; seq < horizon; ++seq) {
+    Peer::Slot& slot = p.tx[seq & kMask];
+    if (slot.m == nullptr || slot.sacked || slot.queued || now_ - slot.sent < wait) continue;
+    transmit_data(p, seq);
+  }
+  if (p.backoff < kMaxBackoff) ++p.backoff;
+  p.timer = now_ + rto(p);
+}
+
+void DpdkChannel::housekeeping() {
+  for (auto& pp : peers_) {
+    Peer& p = *pp;
+    if (setup_.memif && p.state == Peer::State::responded && !p.link_down && !p.port_closed) {
+      // We promised not to touch this link; reading its status is not touching it.
+      rte_eth_link link {};
+      if (rte_eth_link_get_nowait(static_cast<std::uint16_t>(backlogs_[p.target]->port), &link) == 0 &&
+          link.link_status != RTE_ETH_LINK_UP)
+        on_link_down(p);
+    }
+    if (!touchable(p) || p.state == Peer::State::responding) continue;
+    if (p.base < p.next_seq && now_ >= p.timer) on_timeout(p);
+    if (closing_ && p.state == Peer::State::open && !p.fin_received) {
+      if (queue_control(p, FrameType::fin)) p.state = Peer::State::fin_sent;
+    } else if (p.state == Peer::State::fin_sent && now_ - p.fin_sent_at >= fin_interval_) {
+      queue_control(p, FrameType::fin);  // lost (port mode) or still queued behind a full device
+    }
+    if (p.fin_received) {
+      const bool answer = p.state == Peer::State::open ? (closing_ || p.arrived >= p.fin_seq)
+                                                       : (p.state == Peer::State::fin_sent && setup_.self < p.index);
+      if (answer) {
+        respond(p);
+        continue;
+      }
+    }
+    if (p.ack_now || (p.ack_dirty && (p.unacked >= kAckEvery || now_ - p.dirty_since >= ack_delay_)))
+      queue_control(p, FrameType::ack);
+  }
+}
+
+void DpdkChannel::check_gone_peers() {
+  for (auto& pp : peers_) {
+    Peer& p = *pp;
+    if (p.gone.empty() || p.delivered < p.arrived) continue;
+    // After a FIN, wait for the data it announced unless the peer can no longer send it.
+    if (!p.link_down && p.fin_received && p.arrived < p.fin_seq && now_ - p.fin_time < liveness_ &&
+        (p.state == Peer::State::open || p.state == Peer::State::fin_sent))
+      continue;
+    fail(ErrorCode::peer_failure, p.label + " " + p.gone);
+    return;
+  }
+}
+
+int DpdkChannel::poll(ReceivedMessage* out, int max) {
+  if (!error_.ok()) return -1;
+  now_ = rte_rdtsc();
+  release_delivered();
+  receive();
+  const int n = deliver(out, max);
+  housekeeping();
+  flush_all();
+  if (error_.ok()) check_gone_peers();
+  if (!error_.ok()) return n > 0 ? n : -1;  // the error shows at the next poll
+  return n;
+}
+
+bool DpdkChannel::flushed() {
+  if (!error_.ok()) return true;  // nothing more will leave
+  // Progress without handing anything out: the caller may still hold the last poll's messages.
+  now_ = rte_rdtsc();
+  receive();
+  housekeeping();
+  flush_all();
+  for (auto& p : peers_) {
+    if (!touchable(*p)) continue;
+    if (p->base < p->next_seq) return false;
+  }
+  for (auto& b : backlogs_)
+    if (b->count > 0 && !b->dead) return false;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Teardown
+
+void DpdkChannel::begin_close() {
+  closing_ = true;
+  now_ = rte_rdtsc();
+  for (auto& pp : peers_) {
+    Peer& p = *pp;
+    if (p.port_closed || p.link_down) p.state = Peer::State::done;
+  }
+  housekeeping();  // queues the FINs (and answers FINs already received)
+  flush_all();
+}
+
+void DpdkChannel::close_step() {
+  now_ = rte_rdtsc();
+  release_delivered();
+  receive();
+  // Nobody consumes any more: whatever arrived counts as delivered, so acks keep the peers going.
+  for (auto& pp : peers_) {
+    Peer& p = *pp;
+    if (p.delivered == p.arrived) continue;
+    while (p.delivered < p.arrived) {
+      Peer::RxSlot& slot = p.rx[p.delivered & kMask];
+      rte_pktmbuf_free(slot.m);
+      slot.m = nullptr;
+      ++p.delivered;
+    }
+    p.ack_dirty = true;
+  }
+  housekeeping();
+  flush_all();
+}
+
+bool DpdkChannel::peer_finished(std::size_t pos) const {
+  const Peer& p = *peers_[pos];
+  if (p.port_closed) return true;
+  // memif reports the link down first and only then, in the EAL's interrupt thread, unmaps
+  // and frees the link's state; closing the port meanwhile races with that (double frees).
+  if (p.link_down) return now_ - p.link_down_at >= link_settle_;
+  if (p.state == Peer::State::done) return true;
+  // A peer we answered closes the link itself; in port mode there is no link to wait for.
+  return p.state == Peer::State::responded && !setup_.memif;
+}
+
+void DpdkChannel::port_closed(std::int32_t pos) {
+  if (pos < 0) {
+    shared_port_closed_ = true;
+    for (auto& b : backlogs_) {
+      b->dead = true;
+      discard(*b);
+    }
+    for (auto& p : peers_) {
+      p->port_closed = true;
+      p->state = Peer::State::done;
+    }
+    return;
+  }
+  Peer& p = *peers_[static_cast<std::size_t>(pos)];
+  p.port_closed = true;
+  p.state = Peer::State::done;
+  Backlog& b = *backlogs_[p.target];
+  b.dead = true;
+  discard(b);
+}
+
+}  // namespace sparcoll::transport::dpdk

@@ -1,0 +1,202 @@
+// One dpdk channel: reliable, ordered message delivery to every peer over UDP frames.
+//
+// Per (channel, peer), selective repeat over the messages actually sent:
+//   send side   a window of kWindow retained frames (the mbufs themselves, preallocated in the
+//               channel's mempool): send() builds the frame once, transmits it, keeps it until
+//               the peer acknowledges it; a retransmission re-sends the same mbuf (reference
+//               count), so recovery costs no copy and never sends anything but lost frames.
+//               no_resource when the window is full or the peer has no room (its `limit`).
+//   receive     a reorder buffer of kWindow slots holding out-of-order mbufs; messages are
+//               handed to the engine in place, exactly once and in order; duplicates are
+//               dropped and counted.
+//   acks        every frame carries ack (all below arrived), a 64-bit SACK bitmap above it and
+//               limit (room for every seq below): piggybacked on data, standalone after 16
+//               arrivals, ~100 us of quiet, a hole, a duplicate, or a quarter window delivered.
+//   timers      an RTO per peer from smoothed RTT (Karn: samples from frames sent once),
+//               2 ms .. 200 ms with exponential backoff. Before that, a frame is re-sent at
+//               once when three later frames were SACKed (first transmissions) or when a frame
+//               transmitted after it arrived (RACK-style: links keep a flow in order). A peer
+//               that acknowledges nothing for `liveness_ms` while data is outstanding fails the
+//               channel, named.
+//   closing     FIN (seq = data messages sent) / FIN_ACK ("I will not touch our link again");
+//               in a simultaneous close the lower process index answers, the higher one waits
+//               for the answer and then closes the link (see docs/dpdk.md).
+//
+// Receive steering: the channel polls its RX queues; a frame for another channel goes into that
+// channel's rte_ring (multi-producer, single consumer), which every channel drains in poll().
+// Frames are validated field by field (dpdk_wire.hpp, then against the peer's state); anything
+// invalid is counted in dropped_invalid and freed.
+//
+// Hot path: bursts of 32, no allocation, no lock, no syscall, no logging.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dpdk_rte.hpp"
+#include "dpdk_wire.hpp"
+#include "transport/driver.hpp"
+
+namespace sparcoll::transport::dpdk {
+
+inline constexpr std::uint32_t kWindow = 256;   // messages in flight per (channel, peer); a power of two
+inline constexpr std::uint32_t kBurst = 32;
+inline constexpr std::uint32_t kRingSize = 512;    // software steering ring per channel
+inline constexpr std::uint32_t kMaxDeliver = 256;  // messages handed out by one poll()
+
+// A (port, queue) the channel polls. peer_pos >= 0: a memif port that only talks to that peer.
+struct RxSource {
+  std::uint16_t port = 0;
+  std::uint16_t queue = 0;
+  std::int32_t peer_pos = -1;
+};
+
+// A (port, queue) the channel transmits on, with its software backlog.
+struct TxTarget {
+  std::uint16_t port = 0;
+  std::uint16_t queue = 0;
+  std::int32_t peer_pos = -1;
+  std::uint32_t capacity = 0;  // backlog entries
+};
+
+struct PeerSetup {
+  std::uint32_t index = 0;
+  std::string label;           // "rank 2 (mac 02:53:43:00:00:02, 10.0.0.3:47000)"
+  MacAddr mac;                 // the peer's, as it sends and receives on this channel
+  std::uint32_t ip = 0;
+  std::uint16_t udp_port = 0;  // the peer's port for this channel
+  std::uint64_t job_id = 0;
+  std::uint32_t target = 0;    // index into ChannelSetup::targets
+};
+
+struct ChannelSetup {
+  std::uint32_t index = 0;
+  std::uint32_t channels = 1;
+  std::uint32_t self = 0;
+  std::uint32_t processes = 0;
+  MacAddr mac;                 // mine, on this channel's port(s)
+  std::uint32_t ip = 0;
+  std::uint16_t udp_port = 0;  // mine, for this channel
+  std::uint32_t max_message = 0;
+  std::string limit_note;      // why max_message is what it is, for the oversized-send error
+  std::uint32_t drop_every = 0;
+  std::uint32_t liveness_ms = 30000;
+  bool memif = true;
+  bool ip_checksum_offload = false;
+  bool udp_checksum_offload = false;
+  bool rx_checksum_offload = false;
+  std::vector<RxSource> rx;
+  std::vector<TxTarget> targets;
+  std::vector<PeerSetup> peers;
+  rte_mempool* pool = nullptr;
+  std::vector<rte_ring*> rings;  // every channel's steering ring, by channel index
+};
+
+class DpdkChannel final : public Channel {
+ public:
+  explicit DpdkChannel(ChannelSetup setup);
+  // Frees every mbuf the channel holds. The ports must be closed (or never touched again).
+  ~DpdkChannel() override;
+
+  using Channel::send;
+  std::uint32_t max_message() const override { return max_message_; }
+  SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) override;
+  int poll(ReceivedMessage* out, int max) override;
+  // True when every message sent has been acknowledged (or never will be: the peer is gone).
+  bool flushed() override;
+  const Status& error() const override { return error_; }
+  ChannelCounters counters() const override { return counters_; }
+
+  // Test hook: copies a raw Ethernet frame into an mbuf and pushes it into the steering ring of
+  // the channel its header names (this one if the name is out of range), so the next poll() of
+  // that channel validates it exactly like received traffic. False if no mbuf was free or the
+  // frame is larger than an mbuf.
+  bool inject_for_test(const void* frame, std::size_t len);
+  // Test hook: the headers of a valid DATA frame from `peer` to this channel (seq 0, ack fields
+  // that acknowledge nothing new), for building frames by hand.
+  bool frame_header_for_test(std::uint32_t peer, FrameHeader* out) const;
+
+  // Teardown, driven by the driver once the engine no longer uses the channel.
+  void begin_close();      // FIN to every peer that is still there
+  void close_step();       // one round: receive (and discard), retransmit, answer, flush
+  // This peer needs nothing more from us on this channel: its link may be closed.
+  bool peer_finished(std::size_t pos) const;
+  std::size_t peer_count() const { return peers_.size(); }
+  // The driver closed the port of peer `pos` (or, with -1, the shared port): never touch it.
+  void port_closed(std::int32_t pos);
+
+ private:
+  struct Peer;
+  struct TxEntry {
+    rte_mbuf* m;
+    std::uint64_t seq;
+    std::uint32_t peer;
+    FrameType type;
+  };
+  struct Backlog;
+
+  // Receive path.
+  void receive();
+  void steer(rte_mbuf* m);
+  void process(rte_mbuf* m);
+  void on_ack_fields(Peer& p, const FrameHeader& h);
+  bool on_data(Peer& p, const FrameHeader& h, rte_mbuf* m);  // true: m is kept
+  void on_fin(Peer& p, const FrameHeader& h);
+  int deliver(ReceivedMessage* out, int max);
+  void release_delivered();
+  bool memif_link_up(Peer& p, std::uint16_t port);
+  void on_link_down(Peer& p);
+
+  // Send path.
+  void fill_ack(Peer& p, FrameHeader* h);
+  rte_mbuf* build(Peer& p, FrameType type, std::uint64_t seq, const struct iovec* iov, int iovcnt, std::uint32_t len);
+  void transmit_data(Peer& p, std::uint64_t seq);
+  bool queue_control(Peer& p, FrameType type);
+  void respond(Peer& p);
+  bool push(Backlog& b, const TxEntry& entry);
+  void flush(Backlog& b);
+  void flush_all();
+  void discard(Backlog& b);
+  void on_sent(const TxEntry& entry);
+
+  // Timers and failure.
+  void housekeeping();
+  void on_timeout(Peer& p);
+  void sample_rtt(Peer& p, std::uint64_t rtt);
+  std::uint64_t rto(const Peer& p) const;
+  void check_gone_peers();
+  void fail(ErrorCode code, std::string message);
+  bool touchable(const Peer& p) const;
+
+  ChannelSetup setup_;
+  std::uint32_t index_;
+  std::uint32_t max_message_;
+  RxExpect expect_;
+  rte_mempool* pool_;
+  rte_ring* ring_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::int32_t> pos_of_;  // process index -> position in peers_, -1 if not a peer
+  std::vector<std::unique_ptr<Backlog>> backlogs_;
+  std::vector<rte_mbuf*> release_;    // handed out by the last poll, freed by the next
+  std::size_t released_count_ = 0;
+  std::size_t next_first_ = 0;
+  bool shared_port_closed_ = false;
+  bool closing_ = false;
+  std::uint64_t now_ = 0;
+  std::uint64_t data_transmissions_ = 0;  // for the drop hook
+  // Clock constants in TSC cycles.
+  std::uint64_t hz_ = 0;
+  std::uint64_t rto_min_ = 0;
+  std::uint64_t rto_max_ = 0;
+  std::uint64_t rto_initial_ = 0;
+  std::uint64_t ack_delay_ = 0;
+  std::uint64_t fin_interval_ = 0;
+  std::uint64_t link_settle_ = 0;
+  std::uint64_t liveness_ = 0;
+  ChannelCounters counters_;
+  Status error_;
+};
+
+}  // namespace sparcoll::transport::dpdk

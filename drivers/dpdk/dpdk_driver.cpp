@@ -1,0 +1,595 @@
+// The dpdk driver: EAL, addressing, ports, one DpdkChannel per channel, and the close handshake.
+//
+// Setup, per process (keys under ctx.key_prefix):
+//   1. start the EAL (once per process); memif mode unless its arguments name a device;
+//   2. publish "dpdk/addr/<self>": mode, a random per-driver nonce, mac, ip, udp base port,
+//      channels and the largest frame this process takes; read every peer's;
+//   3. per channel: a mempool and a steering ring;
+//   4. memif: one net_memif port per peer (lower index = server) on an abstract socket named
+//      from both nonces, one queue pair per channel; start (retried: a client before its server
+//      fails) and wait for every link. Port mode: configure the shared port (queues, offloads,
+//      rte_flow / RSS steering) and start it;
+//   5. publish "dpdk/ready/<self>" and wait for every peer's.
+// Teardown: every channel sends FIN and keeps polling until each peer answered FIN_ACK (or its
+// link went down), then the port is closed (memif: per peer, as soon as that peer is through).
+// What is not through after 100 ms is handed to a background closer that finishes the
+// handshake (bounded by the liveness timeout), so a driver destroyed while its peers do not
+// poll neither blocks nor pulls a memif link away from under a reader.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/log.hpp"
+#include "control/store.hpp"
+#include "dpdk_channel.hpp"
+#include "dpdk_driver.hpp"
+#include "dpdk_eal.hpp"
+#include "dpdk_port.hpp"
+#include "transport/driver.hpp"
+#include "transport/driver_factories.hpp"
+#include "transport/setup_util.hpp"
+
+namespace sparcoll::transport {
+namespace dpdk {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// memif links carry jumbo frames: an IP MTU of 9000.
+constexpr std::uint32_t kMemifMtu = 9000;
+constexpr std::uint32_t kMemifLog2Ring = 9;  // 512 buffers per ring
+constexpr auto kCloseWait = std::chrono::milliseconds(100);
+
+std::uint64_t fnv1a64(const std::string& text) {
+  std::uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+std::string hex64(std::uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+std::uint64_t random64() {
+  std::random_device device;
+  return (std::uint64_t{device()} << 32) ^ device();
+}
+
+// Synthetic addresses of memif mode: locally administered mac 02:53:43:xx:xx:xx and 10.x.y.z,
+// both from the process index.
+MacAddr memif_mac(std::uint32_t index) {
+  MacAddr mac;
+  const std::uint8_t bytes[6] = {0x02, 0x53, 0x43, static_cast<std::uint8_t>(index >> 16),
+                                 static_cast<std::uint8_t>(index >> 8), static_cast<std::uint8_t>(index)};
+  std::memcpy(mac.bytes, bytes, 6);
+  return mac;
+}
+std::uint32_t memif_ip(std::uint32_t index) { return (10u << 24) + (index & 0xffffff) + 1; }
+
+// What a process publishes about itself.
+struct Identity {
+  std::string mode;  // "memif" | "port"
+  std::uint64_t nonce = 0;
+  MacAddr mac;
+  std::uint32_t ip = 0;
+  std::uint32_t udp = 0;
+  std::uint32_t channels = 0;
+  std::uint32_t frame = 0;
+};
+
+std::string encode(const Identity& id) {
+  return "dpdk1 mode=" + id.mode + " nonce=" + hex64(id.nonce) + " mac=" + mac_text(id.mac) + " ip=" + ip_text(id.ip) +
+         " udp=" + std::to_string(id.udp) + " channels=" + std::to_string(id.channels) + " frame=" + std::to_string(id.frame);
+}
+
+std::string field_of(const std::string& text, const std::string& name) {
+  const std::string key = " " + name + "=";
+  const std::size_t at = text.find(key);
+  if (at == std::string::npos) return "";
+  const std::size_t start = at + key.size();
+  return text.substr(start, text.find(' ', start) - start);
+}
+
+bool decode(const std::string& text, Identity* out) {
+  if (text.rfind("dpdk1 ", 0) != 0) return false;
+  out->mode = field_of(text, "mode");
+  if (out->mode != "memif" && out->mode != "port") return false;
+  try {
+    std::size_t used = 0;
+    const std::string nonce = field_of(text, "nonce");
+    out->nonce = std::stoull(nonce, &used, 16);
+    if (used != nonce.size() || nonce.empty()) return false;
+    out->udp = static_cast<std::uint32_t>(std::stoul(field_of(text, "udp")));
+    out->channels = static_cast<std::uint32_t>(std::stoul(field_of(text, "channels")));
+    out->frame = static_cast<std::uint32_t>(std::stoul(field_of(text, "frame")));
+  } catch (...) {
+    return false;
+  }
+  return parse_mac(field_of(text, "mac"), &out->mac) && parse_ipv4(field_of(text, "ip"), &out->ip) && out->udp > 0 &&
+         out->udp < 65536 && out->frame > kHeadersLen && out->frame <= 65535;
+}
+
+std::string addr_key(const DriverContext& ctx, std::uint32_t who) {
+  return ctx.key_prefix + "dpdk/addr/" + std::to_string(who);
+}
+std::string servers_key(const DriverContext& ctx, std::uint32_t who) {
+  return ctx.key_prefix + "dpdk/memif-servers/" + std::to_string(who);
+}
+std::string ready_key(const DriverContext& ctx, std::uint32_t who) {
+  return ctx.key_prefix + "dpdk/ready/" + std::to_string(who);
+}
+
+std::uint32_t round_up(std::uint32_t v, std::uint32_t to) { return (v + to - 1) / to * to; }
+
+// Everything a driver owns in DPDK; handed to the background closer when its peers are slow.
+struct Core {
+  bool memif = true;
+  bool complete = false;              // setup finished: teardown must be a handshake
+  std::vector<PortHandle> ports;      // memif: one per peer position; port mode: one, shared
+  std::vector<rte_mempool*> pools;    // by channel
+  std::vector<rte_ring*> rings;       // by channel
+  std::vector<std::unique_ptr<DpdkChannel>> channels;
+
+  ~Core() {
+    for (PortHandle& port : ports) close_port(port);
+    channels.clear();  // frees the mbufs they hold, drains their rings
+    const bool park = !memif && !ports.empty();
+    {
+      std::lock_guard<std::mutex> lock(control_mutex());
+      for (rte_ring* ring : rings) rte_ring_free(ring);
+      if (!park)
+        for (rte_mempool* pool : pools) rte_mempool_free(pool);
+    }
+    // A stopped device port may still hold mbufs of these pools in its queues.
+    if (park) park_pools(ports[0].id, pools);
+  }
+
+  void begin_close() {
+    for (auto& channel : channels) channel->begin_close();
+  }
+
+  // One round of the handshake; true once every port is closed.
+  bool close_step() {
+    for (auto& channel : channels) channel->close_step();
+    bool all_closed = true;
+    if (memif) {
+      for (std::size_t i = 0; i < ports.size(); ++i) {
+        if (ports[i].closed) continue;
+        bool finished = true;
+        for (auto& channel : channels) finished = finished && channel->peer_finished(i);
+        if (!finished) {
+          all_closed = false;
+          continue;
+        }
+        close_port(ports[i]);
+        for (auto& channel : channels) channel->port_closed(static_cast<std::int32_t>(i));
+      }
+      return all_closed;
+    }
+    for (auto& channel : channels)
+      for (std::size_t i = 0; i < channel->peer_count(); ++i)
+        if (!channel->peer_finished(i)) return false;
+    return true;
+  }
+};
+
+// Finishes the close handshakes of drivers whose destructor could not wait for their peers.
+// One thread per process, started on first use, never joined (it may outlive main; it touches
+// only what it owns and never logs).
+class Closer {
+ public:
+  static Closer& instance() {
+    static Closer* closer = new Closer;
+    return *closer;
+  }
+
+  void adopt(std::unique_ptr<Core> core, Clock::time_point give_up) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    incoming_.push_back(Item{std::move(core), give_up});
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { run(); }).detach();
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  struct Item {
+    std::unique_ptr<Core> core;
+    Clock::time_point give_up;
+  };
+
+  void run() {
+    std::vector<Item> items;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (items.empty()) wake_.wait(lock, [this] { return !incoming_.empty(); });
+        for (Item& item : incoming_) items.push_back(std::move(item));
+        incoming_.clear();
+      }
+      for (std::size_t i = 0; i < items.size();) {
+        if (items[i].core->close_step() || Clock::now() >= items[i].give_up) {
+          items[i].core.reset();  // closes whatever is left
+          items[i] = std::move(items.back());
+          items.pop_back();
+        } else {
+          ++i;
+        }
+      }
+      if (!items.empty()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<Item> incoming_;
+  bool started_ = false;
+};
+
+std::atomic<std::uint32_t> g_object_counter{0};
+
+class DpdkDriver final : public Driver {
+ public:
+  ~DpdkDriver() override {
+    if (!core_) return;
+    if (!core_->complete) {
+      core_.reset();  // nobody exchanged traffic yet: close at once
+      return;
+    }
+    core_->begin_close();
+    const auto give_up = Clock::now() + kCloseWait;
+    while (!core_->close_step()) {
+      if (Clock::now() >= give_up) {
+        Closer::instance().adopt(std::move(core_), Clock::now() + std::chrono::milliseconds(linger_ms_));
+        return;
+      }
+      std::this_thread::yield();
+    }
+    core_.reset();
+  }
+
+  std::string_view name() const override { return "dpdk"; }
+  Channel& channel(std::uint32_t index) override { return *core_->channels[index]; }
+
+  Status setup(const DriverContext& ctx);
+  DpdkChannel& dpdk_channel(std::uint32_t index) { return *core_->channels[index]; }
+  const char* mode() const { return core_->memif ? "memif" : "port"; }
+
+ private:
+  Status local_identity(const DriverContext& ctx, Identity* me, PortFacts* facts);
+  Status create_pools(const DriverContext& ctx, std::uint32_t frame, std::uint16_t rx_descriptors);
+  Status open_memif_ports(const DriverContext& ctx, const Identity& me, const std::vector<Identity>& peers,
+                          const SetupDeadline& deadline);
+  Status create_memif_link(const DriverContext& ctx, const Identity& me, const Identity& them, std::size_t i);
+
+  std::unique_ptr<Core> core_;
+  std::uint32_t linger_ms_ = 30000;
+};
+
+Status DpdkDriver::local_identity(const DriverContext& ctx, Identity* me, PortFacts* facts) {
+  const Options& o = *ctx.options;
+  me->nonce = random64();
+  me->channels = ctx.channels;
+  if (o.dpdk_udp_port == 0 || std::uint64_t{o.dpdk_udp_port} + ctx.channels - 1 > 65535)
+    return Status(ErrorCode::invalid_argument, "dpdk_udp_port=" + std::to_string(o.dpdk_udp_port) +
+                                                   " (SPARCOLL_DPDK_UDP_PORT): channels use ports " +
+                                                   std::to_string(o.dpdk_udp_port) + " to " +
+                                                   std::to_string(std::uint64_t{o.dpdk_udp_port} + ctx.channels - 1) +
+                                                   ", which must lie between 1 and 65535");
+  me->udp = o.dpdk_udp_port;
+  const std::uint32_t wanted = ctx.max_message + static_cast<std::uint32_t>(kHeadersLen);
+  if (core_->memif) {
+    me->mode = "memif";
+    me->mac = memif_mac(ctx.self);
+    me->ip = memif_ip(ctx.self);
+    me->frame = std::min(wanted, kMemifMtu + static_cast<std::uint32_t>(kEthLen));
+    return Status::Ok();
+  }
+  me->mode = "port";
+  if (o.dpdk_port > 0xffff)
+    return Status(ErrorCode::invalid_argument, "dpdk_port=" + std::to_string(o.dpdk_port) + " (SPARCOLL_DPDK_PORT) is not a port id");
+  const auto port = static_cast<std::uint16_t>(o.dpdk_port);
+  Status status = port_facts(port, facts);
+  if (!status.ok()) return status;
+  me->mac = facts->mac;
+  const std::string ip_source = o.dpdk_ip.empty() ? ctx.processes[ctx.self].address : o.dpdk_ip;
+  if (!parse_ipv4(ip_source, &me->ip))
+    return Status(ErrorCode::invalid_argument,
+                  "the dpdk transport needs this process's ipv4 address on port " + facts->name + ": '" + ip_source +
+                      "' " + (o.dpdk_ip.empty() ? "(its rendezvous address) " : "(SPARCOLL_DPDK_IP) ") +
+                      "is not one; set SPARCOLL_DPDK_IP");
+  if (facts->mtu < kHeadersLen - kEthLen + 64)
+    return Status(ErrorCode::unsupported, "dpdk port " + facts->name + " has an mtu of " + std::to_string(facts->mtu) +
+                                              " bytes, too small for the dpdk transport's headers");
+  me->frame = std::min(wanted, facts->mtu + static_cast<std::uint32_t>(kEthLen));
+  return Status::Ok();
+}
+
+Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, std::uint16_t rx_descriptors) {
+  const std::uint32_t peers = static_cast<std::uint32_t>(ctx.peers.size());
+  // Retained sends and held receives (a window each per peer), the messages one poll hands
+  // out, frames other channels forward into this one's ring (port mode: from this pool into
+  // every ring), device descriptors, and slack for bursts and control frames.
+  std::uint32_t count = peers * 2 * kWindow + kMaxDeliver + kRingSize + 4 * kBurst + 512;
+  if (!core_->memif) count += rx_descriptors + kTxDescriptors + ctx.channels * kRingSize;
+  const std::uint32_t data_room = RTE_PKTMBUF_HEADROOM + round_up(frame, 64);
+  std::lock_guard<std::mutex> lock(control_mutex());
+  for (std::uint32_t c = 0; c < ctx.channels; ++c) {
+    const std::uint32_t id = g_object_counter.fetch_add(1);
+    const std::string pool_name = "scdp" + std::to_string(id);
+    rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), count, 0, 0, static_cast<std::uint16_t>(data_room),
+                                                SOCKET_ID_ANY);
+    if (pool == nullptr)
+      return Status(ErrorCode::no_resource, "dpdk: cannot create a pool of " + std::to_string(count) + " mbufs of " +
+                                                std::to_string(data_room) + " bytes for channel " + std::to_string(c) +
+                                                ": " + rte_strerror(rte_errno) +
+                                                " (the EAL's memory, -m in SPARCOLL_DPDK_EAL_ARGS, may be too small)");
+    core_->pools.push_back(pool);
+    const std::string ring_name = "scdr" + std::to_string(id);
+    rte_ring* ring = rte_ring_create(ring_name.c_str(), kRingSize, SOCKET_ID_ANY, RING_F_SC_DEQ);
+    if (ring == nullptr)
+      return Status(ErrorCode::no_resource, "dpdk: cannot create the steering ring of channel " + std::to_string(c) +
+                                                ": " + rte_strerror(rte_errno));
+    core_->rings.push_back(ring);
+  }
+  return Status::Ok();
+}
+
+Status DpdkDriver::create_memif_link(const DriverContext& ctx, const Identity& me, const Identity& them, std::size_t i) {
+  const std::uint32_t peer = ctx.peers[i];
+  const bool server = ctx.self < peer;
+  const std::uint32_t lo = server ? ctx.self : peer;
+  const std::uint32_t hi = server ? peer : ctx.self;
+  const std::uint64_t nonce_lo = server ? me.nonce : them.nonce;
+  const std::uint64_t nonce_hi = server ? them.nonce : me.nonce;
+  const std::uint64_t pair = fnv1a64(ctx.options->job_token + "\n" + ctx.key_prefix + "\n" + hex64(nonce_lo) + "\n" +
+                                     hex64(nonce_hi) + "\n" + std::to_string(lo) + "\n" + std::to_string(hi));
+  const std::string socket = "/sparcoll-" + hex64(pair) + "-" + std::to_string(lo) + "-" + std::to_string(hi);
+  const std::string name = "net_memif_" + hex64(pair).substr(0, 12) + "_" + std::to_string(ctx.self) + "_" + std::to_string(peer);
+  const std::uint32_t bsize = round_up(std::min(me.frame, them.frame), 128);
+  const std::string args = "id=0,role=" + std::string(server ? "server" : "client") + ",socket=" + socket +
+                           ",bsize=" + std::to_string(bsize) + ",rsize=" + std::to_string(kMemifLog2Ring) +
+                           ",mac=" + mac_text(me.mac);
+  return create_memif_port(name, args, core_->pools, &core_->ports[i]);
+}
+
+Status DpdkDriver::open_memif_ports(const DriverContext& ctx, const Identity& me, const std::vector<Identity>& peers,
+                                    const SetupDeadline& deadline) {
+  core_->ports.resize(ctx.peers.size());
+  // Servers first: memif keeps one socket object per socket name per process, so a client vdev
+  // created before its server in the same process (the test harness runs several "processes"
+  // in one) would leave nobody listening; and a server whose port is not started yet refuses
+  // the client's handshake ("ID not found"), after which the client never tries again. Clients
+  // are created and started once their servers said they are started.
+  std::vector<std::uint32_t> servers;  // my peers that are the server of our link
+  for (std::uint32_t peer : ctx.peers)
+    if (peer < ctx.self) servers.push_back(peer);
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      Status status = ctx.store->set(servers_key(ctx, ctx.self), "1");
+      if (!status.ok()) return status;
+      std::vector<std::string> ignored;
+      status = gather_peer_keys(ctx, servers, [&](std::uint32_t peer) { return servers_key(ctx, peer); }, deadline,
+                                "dpdk", "start their memif servers", &ignored);
+      if (!status.ok()) return status;
+    }
+    for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+      const bool server = ctx.self < ctx.peers[i];
+      if (server != (pass == 0)) continue;
+      Status status = create_memif_link(ctx, me, peers[i], i);
+      if (!status.ok()) return status;
+    }
+    (void)start_ports(core_->ports);  // a server start only enables it: it cannot fail for a missing peer
+  }
+  // Wait for every link. A client whose handshake was refused (its server restarted, say) is
+  // stopped and started again, which reconnects it.
+  constexpr auto kHandshakeWait = std::chrono::milliseconds(300);
+  std::vector<Clock::time_point> started_at(core_->ports.size(), Clock::now());
+  for (;;) {
+    for (std::size_t i = 0; i < core_->ports.size(); ++i) {
+      PortHandle& port = core_->ports[i];
+      const bool client = ctx.self > ctx.peers[i];
+      if (client && port.started && !link_up(port) && Clock::now() - started_at[i] > kHandshakeWait) stop_port(port);
+    }
+    std::vector<bool> was_started;
+    for (const PortHandle& port : core_->ports) was_started.push_back(port.started);
+    (void)start_ports(core_->ports);
+    std::vector<std::uint32_t> down;
+    for (std::size_t i = 0; i < core_->ports.size(); ++i) {
+      if (!was_started[i] && core_->ports[i].started) started_at[i] = Clock::now();
+      if (!core_->ports[i].started || !link_up(core_->ports[i])) down.push_back(ctx.peers[i]);
+    }
+    if (down.empty()) return Status::Ok();
+    if (deadline.expired())
+      return Status(ErrorCode::timeout, "dpdk setup timed out after " + std::to_string(deadline.total_ms()) +
+                                            " ms waiting for the memif links to " + process_list(ctx, down) + " to come up");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+Status DpdkDriver::setup(const DriverContext& ctx) {
+  const SetupDeadline deadline(ctx.deadline_ms);
+  const Options& o = *ctx.options;
+  linger_ms_ = ctx.deadline_ms;
+  const EalState& eal = start_eal(o.dpdk_eal_args);
+  if (!eal.status.ok()) return eal.status;
+  core_ = std::make_unique<Core>();
+  core_->memif = !eal.has_device;
+
+  Identity me;
+  PortFacts facts;
+  Status status = local_identity(ctx, &me, &facts);
+  if (!status.ok()) return status;
+  if (!core_->memif) {
+    core_->ports.resize(1);
+    status = claim_port(static_cast<std::uint16_t>(o.dpdk_port), &core_->ports[0]);
+    if (!status.ok()) {
+      core_->ports.clear();
+      return status;
+    }
+  }
+  status = ctx.store->set(addr_key(ctx, ctx.self), encode(me));
+  if (!status.ok()) return status;
+  std::vector<std::string> values;
+  status = gather_peer_keys(ctx, ctx.peers, [&](std::uint32_t peer) { return addr_key(ctx, peer); }, deadline, "dpdk",
+                            "publish their dpdk addresses", &values);
+  if (!status.ok()) return status;
+  std::vector<Identity> peers(ctx.peers.size());
+  std::uint32_t frame = me.frame;
+  for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+    const std::string name = process_name(ctx, ctx.peers[i]);
+    if (!decode(values[i], &peers[i]))
+      return Status(ErrorCode::protocol_error, name + " published a malformed dpdk address: '" + values[i] + "'");
+    if (peers[i].mode != me.mode)
+      return Status(ErrorCode::mismatch, name + " runs the dpdk transport in " + peers[i].mode + " mode, this process in " +
+                                             me.mode + " mode (SPARCOLL_DPDK_EAL_ARGS differ: a device gives port mode)");
+    if (peers[i].channels != me.channels)
+      return Status(ErrorCode::mismatch, name + " has " + std::to_string(peers[i].channels) + " dpdk channels, this process " +
+                                             std::to_string(me.channels) + " (SPARCOLL_THREADS differ)");
+    frame = std::min(frame, peers[i].frame);
+  }
+  const std::uint32_t max_message = std::min<std::uint32_t>(ctx.max_message, frame - static_cast<std::uint32_t>(kHeadersLen));
+  std::string limit_note;
+  if (max_message < ctx.max_message) {
+    limit_note = " (one frame of at most " + std::to_string(frame) + " bytes carries " + std::to_string(max_message) +
+                 " bytes of message: set SPARCOLL_MAX_MESSAGE to at most " + std::to_string(max_message) + ")";
+    SC_LOG_WARN("dpdk: messages are limited to %u bytes (frames of %u bytes, %s mode), below max_message=%u "
+                "(SPARCOLL_MAX_MESSAGE)",
+                max_message, frame, me.mode.c_str(), ctx.max_message);
+  }
+
+  const std::uint16_t rx_descriptors = kRxDescriptors;
+  status = create_pools(ctx, me.frame, rx_descriptors);
+  if (!status.ok()) return status;
+
+  SharedPortSetup shared;
+  if (core_->memif) {
+    status = open_memif_ports(ctx, me, peers, deadline);
+    if (!status.ok()) return status;
+    SC_LOG_INFO("dpdk: memif mode, %zu links, %u queue pairs each (one per channel), frames up to %u bytes",
+                core_->ports.size(), ctx.channels, frame);
+  } else {
+    status = configure_shared_port(core_->ports[0], ctx.channels, core_->pools, me.ip, static_cast<std::uint16_t>(me.udp),
+                                   &shared);
+    if (!status.ok()) return status;
+    free_parked_pools(core_->ports[0].id);
+    SC_LOG_INFO("dpdk: port mode on port %u (%s, %s), %s %s:%u, %u rx / %u tx queues, steering: %s; checksum offload "
+                "ip %s udp %s rx %s; frames up to %u bytes",
+                core_->ports[0].id, facts.name.c_str(), facts.driver.c_str(), mac_text(me.mac).c_str(),
+                ip_text(me.ip).c_str(), me.udp, shared.rx_queues, ctx.channels, shared.steering.c_str(),
+                shared.ip_checksum_offload ? "yes" : "no", shared.udp_checksum_offload ? "yes" : "no",
+                shared.rx_checksum_offload ? "yes" : "no", frame);
+  }
+
+  for (std::uint32_t c = 0; c < ctx.channels; ++c) {
+    ChannelSetup cs;
+    cs.index = c;
+    cs.channels = ctx.channels;
+    cs.self = ctx.self;
+    cs.processes = static_cast<std::uint32_t>(ctx.processes.size());
+    cs.mac = me.mac;
+    cs.ip = me.ip;
+    cs.udp_port = static_cast<std::uint16_t>(me.udp + c);
+    cs.max_message = max_message;
+    cs.limit_note = limit_note;
+    cs.drop_every = o.dpdk_drop_every;
+    cs.liveness_ms = ctx.deadline_ms;
+    cs.memif = core_->memif;
+    cs.ip_checksum_offload = shared.ip_checksum_offload;
+    cs.udp_checksum_offload = shared.udp_checksum_offload;
+    cs.rx_checksum_offload = shared.rx_checksum_offload;
+    cs.pool = core_->pools[c];
+    cs.rings = core_->rings;
+    if (core_->memif) {
+      for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+        cs.rx.push_back(RxSource{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i)});
+        // Per peer: a window of data, its control frames, slack.
+        cs.targets.push_back(TxTarget{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i), kWindow + 16});
+      }
+    } else {
+      if (c < shared.rx_queues) cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(c), -1});
+      cs.targets.push_back(TxTarget{core_->ports[0].id, static_cast<std::uint16_t>(c), -1,
+                                    static_cast<std::uint32_t>(ctx.peers.size()) * (kWindow + 16)});
+    }
+    for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+      const std::uint32_t peer = ctx.peers[i];
+      const Identity& them = peers[i];
+      const bool lower = ctx.self < peer;
+      PeerSetup ps;
+      ps.index = peer;
+      ps.mac = them.mac;
+      ps.ip = them.ip;
+      ps.udp_port = static_cast<std::uint16_t>(them.udp + c);
+      // One id per pair of driver incarnations: frames of another job, or of an earlier
+      // communicator of this one, never pass.
+      ps.job_id = fnv1a64(o.job_token + "\n" + ctx.key_prefix + "\n" + hex64(lower ? me.nonce : them.nonce) + "\n" +
+                          hex64(lower ? them.nonce : me.nonce) + "\njob");
+      ps.target = core_->memif ? static_cast<std::uint32_t>(i) : 0;
+      ps.label = process_name(ctx, peer) + " (mac " + mac_text(them.mac) + ", " + ip_text(them.ip) + ":" +
+                 std::to_string(ps.udp_port) + ")";
+      cs.peers.push_back(std::move(ps));
+    }
+    core_->channels.push_back(std::make_unique<DpdkChannel>(std::move(cs)));
+  }
+
+  status = ctx.store->set(ready_key(ctx, ctx.self), "1");
+  if (!status.ok()) return status;
+  std::vector<std::string> ignored;
+  status = gather_peer_keys(ctx, ctx.peers, [&](std::uint32_t peer) { return ready_key(ctx, peer); }, deadline, "dpdk",
+                            "bring up their dpdk ports", &ignored);
+  if (!status.ok()) return status;
+  core_->complete = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool inject_for_test(Driver& driver, std::uint32_t channel, const void* frame, std::size_t len) {
+  if (driver.name() != "dpdk") return false;
+  return static_cast<DpdkDriver&>(driver).dpdk_channel(channel).inject_for_test(frame, len);
+}
+
+bool frame_header_for_test(Driver& driver, std::uint32_t channel, std::uint32_t peer, FrameHeader* out) {
+  if (driver.name() != "dpdk") return false;
+  return static_cast<DpdkDriver&>(driver).dpdk_channel(channel).frame_header_for_test(peer, out);
+}
+
+std::string mode_for_test(Driver& driver) {
+  if (driver.name() != "dpdk") return "";
+  return static_cast<DpdkDriver&>(driver).mode();
+}
+
+}  // namespace dpdk
+
+Status create_dpdk_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out) {
+  auto driver = std::make_unique<dpdk::DpdkDriver>();
+  Status status = driver->setup(ctx);
+  if (!status.ok()) return status;
+  *out = std::move(driver);
+  return Status::Ok();
+}
+
+bool dpdk_driver_usable(std::string* reason) {
+  const char* args = std::getenv("SPARCOLL_DPDK_EAL_ARGS");
+  const dpdk::EalState& eal = dpdk::start_eal(args != nullptr ? args : "");
+  if (eal.status.ok()) return true;
+  if (reason != nullptr) *reason = eal.status.message();
+  return false;
+}
+
+}  // namespace sparcoll::transport

@@ -1,0 +1,43 @@
+// The process-wide DPDK environment (EAL): started once, on first use, never cleaned up before
+// the process exits (rte_eal_init cannot run twice in a process, even after rte_eal_cleanup).
+//
+// Arguments: the defaults below, then SPARCOLL_DPDK_EAL_ARGS (whitespace-separated) appended.
+// A user argument that conflicts with a default removes that default (a PCI allow-list removes
+// --no-pci, -l/--lcores remove -l 0, -m/--socket-mem remove -m 512, ...). rte_eal_init pins the
+// calling thread to its lcore's CPU; the thread's previous affinity is restored right after, so
+// threads created later (progress threads) do not all inherit CPU 0.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sparcoll/status.hpp"
+
+namespace sparcoll::transport::dpdk {
+
+struct EalState {
+  Status status;                   // why the EAL could not start, naming the arguments
+  std::vector<std::string> args;   // what rte_eal_init got (argv[0] included)
+  bool reused = false;             // someone else in this process had started it already
+  bool has_device = false;         // the arguments name a device (--vdev, -a/--allow): port mode
+  std::uint64_t tsc_hz = 0;
+};
+
+// The default arguments and `user_args` merged as described above (argv[0] first).
+std::vector<std::string> eal_arguments(const std::string& user_args);
+// Whether arguments name a device of their own (port mode) rather than leaving us memif.
+bool eal_arguments_name_a_device(const std::vector<std::string>& args);
+
+// Starts the EAL with `user_args` the first time it is called in this process; every later call
+// returns that first outcome, whatever its arguments (a warning is logged when they differ).
+const EalState& start_eal(const std::string& user_args);
+
+// Serialises DPDK control-plane calls (vdev, port, mempool, ring creation and teardown) between
+// the drivers of one process and the background closer. Never taken on the data path.
+std::mutex& control_mutex();
+
+std::string join_args(const std::vector<std::string>& args);
+
+}  // namespace sparcoll::transport::dpdk
