@@ -1,185 +1,210 @@
-// sparcoll-perf: one collective configuration, timed and checked; run it under sparcoll-run:
-//   sparcoll-run -n 4 -- sparcoll-perf --elements 26214400 --density 0.01 --check
-// Rank 0 prints one nccl-tests-style row (and appends it as JSON with --json FILE).
-// Times are per iteration, the slowest rank's, after a barrier; median and p99 are reported.
-#include <chrono>
+// sparcoll-perf: block-sparse allreduce timed and checked over a sweep; run it under sparcoll-run:
+//   sparcoll-run -n 4 -- sparcoll-perf --elements 26214400 --density 0.01
+//   sparcoll-run -n 2 --transport tcp -- sparcoll-perf -b 4K -e 100M -f 16 -d 0,0.01,1 --json out.jsonl
+// Rank 0 prints a header (host, commit, options) and one nccl-tests-style row per point, and
+// appends them to --json / --csv files. Several --transport / --algo / --block values run one
+// communicator each, one after the other (co-located aggregation only: dedicated aggregator
+// processes serve a single communicator). See perf/lib/sweep.hpp for the sweep flags.
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench.hpp"
 #include "report.hpp"
 #include "sparcoll/sparcoll.hpp"
-#include "workload.hpp"
+#include "sweep.hpp"
+
+extern char** environ;
 
 namespace {
 
 struct Flags {
-  std::string transport, algo;
-  std::uint64_t elements = 1 << 20;
-  std::string dtype = "f32", op = "sum", pattern = "random";
-  double density = 0.01;
-  std::uint32_t block = 0;  // 0: the communicator's (SPARCOLL_BLOCK_ELEMS)
-  int iters = 20, warmup = 3;
-  bool check = false, out_of_place = false, header = true, register_send = false;
-  std::uint64_t seed = 1;
-  std::string json;
+  std::vector<std::string> transports, algos;
+  bool out_of_place = false, register_send = false;
+  sparcoll::perf::SweepOptions sweep;
 };
 
-void usage(const char* why) {
+[[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "sparcoll-perf: %s\n"
-               "usage: sparcoll-perf [--elements N] [--dtype f32|f16|bf16|i32] [--op sum|avg|min|max]\n"
-               "                     [--density D] [--pattern random|overlap|disjoint|one_dense] [--block N]\n"
-               "                     [--transport shm|tcp|...] [--algo block_sparse] [--iters N] [--warmup N]\n"
-               "                     [--check] [--out-of-place] [--register] [--seed N] [--json FILE] [--no-header]\n"
-               "  --register: register the send buffer for zero-copy sends (Communicator::register_buffer)\n",
-               why);
+               "usage: sparcoll-run -n N [--aggregators M] [--transport T] -- sparcoll-perf [flags]\n"
+               "  --transport LIST      shm,tcp,... (default: the communicator's choice)\n"
+               "  --algo LIST           block_sparse (default: the communicator's)\n"
+               "  --out-of-place        separate receive buffer   --register: register the send buffer (zero-copy)\n"
+               "  --version             print the commit and whether gradient traces are supported\n"
+               "%s",
+               why.c_str(), sparcoll::perf::sweep_usage().c_str());
   std::exit(2);
-}
-
-bool parse_u64(const char* text, std::uint64_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || text[0] == '-') return false;
-  *out = v;
-  return true;
 }
 
 Flags parse(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
+    std::string a = argv[i];
+    std::string error;
+    switch (sparcoll::perf::parse_sweep_flag(argc, argv, &i, &f.sweep, &error)) {
+      case sparcoll::perf::FlagResult::ok: continue;
+      case sparcoll::perf::FlagResult::error: usage(error);
+      case sparcoll::perf::FlagResult::not_mine: break;
+    }
+    std::string inline_value;
+    bool has_inline = false;
+    if (const auto eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_inline = true;
+    }
+    auto value = [&]() -> std::string {
+      if (has_inline) return inline_value;
+      if (i + 1 >= argc) usage("missing value after " + a);
       return argv[++i];
     };
-    std::uint64_t n = 0;
-    if (a == "--transport") f.transport = value();
-    else if (a == "--algo") f.algo = value();
-    else if (a == "--elements") { if (!parse_u64(value(), &f.elements)) usage("--elements takes a non-negative integer"); }
-    else if (a == "--dtype") f.dtype = value();
-    else if (a == "--op") f.op = value();
-    else if (a == "--pattern") f.pattern = value();
-    else if (a == "--density") {
-      char* end = nullptr;
-      const char* v = value();
-      f.density = std::strtod(v, &end);
-      if (end == v || *end != '\0' || !(f.density >= 0.0 && f.density <= 1.0)) usage("--density takes a number in [0, 1]");
-    } else if (a == "--block") {
-      if (!parse_u64(value(), &n) || n == 0 || n > (1u << 20)) usage("--block takes an integer in [1, 1048576]");
-      f.block = static_cast<std::uint32_t>(n);
-    } else if (a == "--iters") {
-      if (!parse_u64(value(), &n) || n == 0 || n > 1000000) usage("--iters takes an integer in [1, 1000000]");
-      f.iters = static_cast<int>(n);
-    } else if (a == "--warmup") {
-      if (!parse_u64(value(), &n) || n > 1000000) usage("--warmup takes an integer in [0, 1000000]");
-      f.warmup = static_cast<int>(n);
-    } else if (a == "--seed") { if (!parse_u64(value(), &f.seed)) usage("--seed takes a non-negative integer"); }
-    else if (a == "--json") f.json = value();
-    else if (a == "--check") f.check = true;
+    auto list = [&](std::vector<std::string>* out) {
+      *out = sparcoll::perf::split_list(value());
+      for (const std::string& s : *out)
+        if (s.empty()) usage(a + " has an empty item");
+    };
+    if (a == "--transport") list(&f.transports);
+    else if (a == "--algo") list(&f.algos);
     else if (a == "--out-of-place") f.out_of_place = true;
     else if (a == "--register") f.register_send = true;
-    else if (a == "--no-header") f.header = false;
-    else usage(("unknown flag " + a).c_str());
+    else if (a == "--version") {
+      std::printf("sparcoll-perf %s (gradient traces: %s)\n", sparcoll::perf::build_commit(),
+                  sparcoll::perf::trace_supported() ? "yes" : "no");
+      std::exit(0);
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: sparcoll-run -n N [--aggregators M] [--transport T] -- sparcoll-perf [flags]\n%s",
+                  sparcoll::perf::sweep_usage().c_str());
+      std::exit(0);
+    } else {
+      usage("unknown flag " + a);
+    }
   }
+  std::string error;
+  if (!sparcoll::perf::finish_sweep(&f.sweep, &error)) usage(error);
+  if (f.register_send && f.out_of_place) usage("--register applies to in-place runs (the registered buffer is the one sent)");
   return f;
+}
+
+class SparcollCollective final : public sparcoll::perf::Collective {
+ public:
+  SparcollCollective(sparcoll::Communicator& comm, bool register_send) : comm_(comm), register_(register_send) {}
+  ~SparcollCollective() override { release(); }
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+  void barrier() override { comm_.barrier(); }
+  void prepare(void* buffer, std::size_t count, sparcoll::DataType dtype, sparcoll::ReduceOp) override {
+    if (!register_) return;
+    release();
+    if (count == 0) return;
+    registered_ = buffer;
+    comm_.register_buffer(buffer, count * sparcoll::dtype_size(dtype));
+  }
+  void allreduce(const void* send, void* recv, std::size_t count, sparcoll::DataType dtype, sparcoll::ReduceOp op) override {
+    comm_.allreduce(send, recv, count, dtype, op);
+  }
+  void max_f64(double* v, std::size_t n) override {
+    // The library reduces f32: microseconds keep 7 significant digits, plenty for timings.
+    std::vector<float> f(v, v + n);
+    comm_.allreduce(f.data(), f.data(), n, sparcoll::DataType::f32, sparcoll::ReduceOp::max);
+    for (std::size_t i = 0; i < n; ++i) v[i] = f[i];
+  }
+  void sum_u64(std::uint64_t* v, std::size_t n) override {
+    // Exact through i32 sums: 21-bit pieces summed over at most 1024 ranks stay below 2^31.
+    std::vector<std::int32_t> parts(3 * n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int k = 0; k < 3; ++k) parts[3 * i + k] = static_cast<std::int32_t>((v[i] >> (21 * k)) & 0x1fffff);
+    comm_.allreduce(parts.data(), parts.data(), parts.size(), sparcoll::DataType::i32, sparcoll::ReduceOp::sum);
+    for (std::size_t i = 0; i < n; ++i) {
+      v[i] = 0;
+      for (int k = 0; k < 3; ++k) v[i] += static_cast<std::uint64_t>(parts[3 * i + k]) << (21 * k);
+    }
+  }
+  bool traffic(std::uint64_t* sent, std::uint64_t* received) override {
+    const sparcoll::TrafficStats t = comm_.traffic();
+    *sent = t.bytes_sent;
+    *received = t.bytes_received;
+    return true;
+  }
+  bool rank_order() const override { return true; }
+
+ private:
+  void release() {
+    if (registered_ != nullptr) comm_.deregister_buffer(registered_);
+    registered_ = nullptr;
+  }
+  sparcoll::Communicator& comm_;
+  bool register_;
+  void* registered_ = nullptr;
+};
+
+std::string describe_options(int argc, char** argv, const sparcoll::Options& o) {
+  std::string s;
+  for (int i = 1; i < argc; ++i) s += std::string(i > 1 ? " " : "") + argv[i];
+  s += " | block " + std::to_string(o.block_elems) + " lanes " + std::to_string(o.lanes) + " fusion " +
+       std::to_string(o.fusion) + " threads " + std::to_string(o.threads) + " inflight " +
+       std::to_string(o.max_inflight) + " poll " + o.poll_mode;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    if (kv.rfind("SPARCOLL_", 0) != 0 || kv.rfind("SPARCOLL_JOB_TOKEN=", 0) == 0 || kv.rfind("SPARCOLL_RANK=", 0) == 0 ||
+        kv.rfind("SPARCOLL_STORE", 0) == 0)
+      continue;
+    s += " " + kv;
+  }
+  return s;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const Flags flags = parse(argc, argv);
-  const auto dtype = sparcoll::parse_dtype(flags.dtype);
-  const auto op = sparcoll::parse_reduce_op(flags.op);
-  sparcoll::perf::Pattern pattern;
-  if (!dtype) usage(("unknown dtype " + flags.dtype).c_str());
-  if (!op) usage(("unknown op " + flags.op).c_str());
-  if (!sparcoll::perf::parse_pattern(flags.pattern, &pattern)) usage(("unknown pattern " + flags.pattern).c_str());
-
   try {
-    sparcoll::Options options = sparcoll::Options::from_env();
-    if (!flags.transport.empty()) options.transport = flags.transport;
-    if (!flags.algo.empty()) options.algo = flags.algo;
-    if (flags.block != 0) options.block_elems = flags.block;
-    sparcoll::Communicator comm(options);
-    const int rank = comm.rank();
-
-    sparcoll::perf::WorkloadSpec spec;
-    spec.count = flags.elements;
-    spec.dtype = *dtype;
-    spec.density = flags.density;
-    spec.block_elems = comm.options().block_elems;
-    spec.pattern = pattern;
-    spec.seed = flags.seed;
-    spec.world_size = comm.size();
-    std::vector<std::byte> pristine, work, out;
-    sparcoll::perf::generate(spec, rank, &pristine);
-    work = pristine;
-    if (flags.out_of_place) out.resize(pristine.size());
-    void* recv = flags.out_of_place ? out.data() : work.data();
-    if (flags.register_send && !work.empty()) comm.register_buffer(work.data(), work.size());
-
-    std::vector<float> times(static_cast<std::size_t>(flags.iters), 0.0f);
-    double wire_bytes = 0;
-    for (int it = -flags.warmup; it < flags.iters; ++it) {
-      if (!flags.out_of_place) std::memcpy(work.data(), pristine.data(), pristine.size());
-      comm.barrier();
-      const sparcoll::TrafficStats before = comm.traffic();
-      const auto t0 = std::chrono::steady_clock::now();
-      comm.allreduce(work.data(), recv, spec.count, spec.dtype, *op);
-      const auto t1 = std::chrono::steady_clock::now();
-      const sparcoll::TrafficStats after = comm.traffic();
-      if (it < 0) continue;
-      times[static_cast<std::size_t>(it)] = std::chrono::duration<float, std::micro>(t1 - t0).count();
-      wire_bytes += static_cast<double>((after.bytes_sent - before.bytes_sent) + (after.bytes_received - before.bytes_received));
-    }
-    // The slowest rank defines each iteration's time.
-    comm.allreduce(times.data(), times.data(), times.size(), sparcoll::DataType::f32, sparcoll::ReduceOp::max);
-    const double wire_avg = wire_bytes / flags.iters;  // rank 0's own traffic
+    const sparcoll::Options base = sparcoll::Options::from_env();
+    const std::vector<std::string> transports = flags.transports.empty() ? std::vector<std::string>{""} : flags.transports;
+    const std::vector<std::string> algos = flags.algos.empty() ? std::vector<std::string>{""} : flags.algos;
+    const std::vector<std::uint32_t> blocks =
+        flags.sweep.blocks.empty() ? std::vector<std::uint32_t>{0} : flags.sweep.blocks;
+    const std::size_t communicators = transports.size() * algos.size() * blocks.size();
+    if (base.aggregators > 0 && communicators > 1)
+      usage("dedicated aggregators (SPARCOLL_AGGREGATORS=" + std::to_string(base.aggregators) +
+            ") serve one communicator: give one --transport, --algo and --block per launch");
 
     std::uint64_t wrong = 0;
-    if (flags.check) {
-      std::vector<std::byte> want;
-      sparcoll::perf::reference(spec, *op, &want);
-      const std::vector<std::byte>& got = flags.out_of_place ? out : work;
-      std::string first;
-      wrong = sparcoll::perf::count_wrong(got, want, spec.dtype, &first);
-      if (wrong) std::fprintf(stderr, "sparcoll-perf: rank %d: %llu wrong elements, first %s\n", rank,
-                              static_cast<unsigned long long>(wrong), first.c_str());
-    }
-    std::int32_t wrong_total = static_cast<std::int32_t>(std::min<std::uint64_t>(wrong, 1u << 30));
-    comm.allreduce(&wrong_total, &wrong_total, 1, sparcoll::DataType::i32, sparcoll::ReduceOp::sum);
-
-    if (rank == 0) {
-      sparcoll::perf::ResultRow row;
-      row.system = "sparcoll";
-      row.algo = comm.options().algo;
-      row.transport = comm.transport_name();
-      row.ranks = comm.size();
-      row.elements = spec.count;
-      row.dtype = flags.dtype;
-      row.op = flags.op;
-      row.density = spec.density;
-      row.pattern = flags.pattern;
-      row.block = spec.block_elems;
-      row.iters = flags.iters;
-      row.wire_bytes_per_rank = wire_avg;
-      row.wrong = static_cast<std::uint64_t>(wrong_total);
-      std::vector<double> t(times.begin(), times.end());
-      sparcoll::perf::summarize(t, spec.count * sparcoll::dtype_size(spec.dtype), &row);
-      if (flags.header) std::printf("%s\n", sparcoll::perf::table_header().c_str());
-      std::printf("%s\n", sparcoll::perf::table_row(row).c_str());
-      std::string error;
-      if (!flags.json.empty() && !sparcoll::perf::append_json(flags.json, row, &error)) {
-        std::fprintf(stderr, "sparcoll-perf: %s\n", error.c_str());
-        return 1;
+    for (const std::string& transport : transports) {
+      for (const std::string& algo : algos) {
+        for (std::uint32_t block : blocks) {
+          sparcoll::Options options = base;
+          if (!transport.empty()) options.transport = transport;
+          if (!algo.empty()) options.algo = algo;
+          if (block != 0) options.block_elems = block;
+          sparcoll::Communicator comm(options);
+          SparcollCollective collective(comm, flags.register_send);
+          sparcoll::perf::SweepOptions sweep = flags.sweep;
+          sweep.blocks = {comm.options().block_elems};
+          sparcoll::perf::SweepRun run;
+          run.identity.system = "sparcoll";
+          run.identity.algo = comm.options().algo;
+          run.identity.transport = comm.transport_name();
+          run.identity.aggregators = comm.options().aggregators;
+          run.identity.bytes_source = "measured";
+          run.header.tool = "sparcoll-perf";
+          run.header.transport = comm.transport_name();
+          run.header.ranks = comm.size();
+          run.header.aggregators = comm.options().aggregators;
+          run.header.options = describe_options(argc, argv, comm.options());
+          run.default_block = comm.options().block_elems;
+          run.out_of_place = flags.out_of_place;
+          run.program = "sparcoll-perf";
+          wrong += sparcoll::perf::run_sweep(collective, sweep, run);
+        }
       }
     }
-    return wrong_total == 0 ? 0 : 1;
+    return wrong == 0 ? 0 : 1;
   } catch (const sparcoll::Error& e) {
+    std::fprintf(stderr, "sparcoll-perf: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "sparcoll-perf: %s\n", e.what());
     return 1;
   }

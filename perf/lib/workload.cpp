@@ -51,6 +51,7 @@ std::vector<std::uint64_t> chosen_blocks(const WorkloadSpec& spec, int rank) {
   }
   const auto want = static_cast<std::uint64_t>(std::llround(density * static_cast<double>(nblocks)));
   const std::uint64_t k = std::min<std::uint64_t>(want, candidates.size());
+  if (k == candidates.size()) return candidates;  // every candidate: already sorted, no draw needed
   const std::uint64_t salt = spec.pattern == Pattern::overlap ? 0xffff : static_cast<std::uint64_t>(rank);
   std::mt19937_64 rng(mix(spec.seed, salt));
   for (std::uint64_t i = 0; i < k; ++i) {  // partial Fisher-Yates
@@ -60,6 +61,31 @@ std::vector<std::uint64_t> chosen_blocks(const WorkloadSpec& spec, int rank) {
   candidates.resize(k);
   std::sort(candidates.begin(), candidates.end());
   return candidates;
+}
+
+// The values of one chosen block: a counter-based stream keyed by (seed, rank, block), so any
+// block of any rank is generated on its own (the reference regenerates only the chosen blocks).
+// Values are +-(1..64) x 0.5 (f32, f16, bf16) or +-(1..64) x 1000003 (i32): exactly
+// representable in every dtype, so sums stay exact in fp16/bf16, whatever the order of
+// addition, and every element of a chosen block is non-zero.
+template <typename Fn>
+void block_values(const WorkloadSpec& spec, int rank, std::uint64_t block, Fn&& fn) {
+  const std::size_t first = block * spec.block_elems;
+  const std::size_t last = std::min<std::size_t>(spec.count, first + spec.block_elems);
+  const std::uint64_t key = mix(mix(spec.seed ^ 0x5eed, static_cast<std::uint64_t>(rank) + 17), block);
+  std::uint64_t bits = 0;
+  for (std::size_t i = first, k = 0; i < last; ++i, ++k) {
+    if ((k & 7) == 0) bits = mix(key, k >> 3);
+    const int magnitude = static_cast<int>(bits & 63) + 1;
+    const int v = (bits & 64) ? -magnitude : magnitude;
+    bits >>= 8;
+    fn(i, v);
+  }
+}
+
+float value_as_float(DataType dtype, int v) {
+  // The value a rank's element holds, read back as fp32 (what the library widens to).
+  return dtype == DataType::i32 ? 0.0f : static_cast<float>(v) * 0.5f;
 }
 
 template <typename T>
@@ -92,60 +118,70 @@ const char* pattern_name(Pattern p) {
   return "?";
 }
 
+std::size_t nonzero_blocks(const WorkloadSpec& spec, int rank) { return chosen_blocks(spec, rank).size(); }
+
 void generate(const WorkloadSpec& spec, int rank, std::vector<std::byte>* out) {
   const std::size_t esize = dtype_size(spec.dtype);
   out->assign(spec.count * esize, std::byte{0});
-  std::mt19937_64 rng(mix(spec.seed ^ 0x5eed, static_cast<std::uint64_t>(rank) + 17));
-  // Values are small integers or halves: exactly representable in every dtype, so that sums
-  // stay meaningful in fp16/bf16 and every element of a chosen block is non-zero.
-  std::uniform_int_distribution<int> value(1, 64);
-  std::bernoulli_distribution negative(0.5);
   for (std::uint64_t b : chosen_blocks(spec, rank)) {
-    const std::size_t first = b * spec.block_elems;
-    const std::size_t last = std::min<std::size_t>(spec.count, first + spec.block_elems);
-    for (std::size_t i = first; i < last; ++i) {
-      const int v = value(rng) * (negative(rng) ? -1 : 1);
+    block_values(spec, rank, b, [&](std::size_t i, int v) {
       switch (spec.dtype) {
         case DataType::f32: as<float>(*out)[i] = static_cast<float>(v) * 0.5f; break;
         case DataType::f16: as<std::uint16_t>(*out)[i] = float_to_half(static_cast<float>(v) * 0.5f); break;
         case DataType::bf16: as<std::uint16_t>(*out)[i] = float_to_bf16(static_cast<float>(v) * 0.5f); break;
         case DataType::i32: as<std::int32_t>(*out)[i] = v * 1000003; break;
       }
-    }
+    });
   }
 }
 
 void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* out) {
+  // Only the chosen blocks are visited: a rank whose block is zero adds +0 to a sum (no change)
+  // and contributes 0 to a min or max, which is applied once per block at the end.
   const std::size_t n = spec.count;
   const bool is_int = spec.dtype == DataType::i32;
-  std::vector<float> accf(is_int ? 0 : n);
-  std::vector<std::uint32_t> acci(is_int ? n : 0);
-  std::vector<std::byte> data;
+  const bool sum_like = op == ReduceOp::sum || op == ReduceOp::avg;
+  const std::size_t nblocks = (n + spec.block_elems - 1) / spec.block_elems;
+  std::vector<float> accf(is_int ? 0 : n, 0.0f);
+  std::vector<std::uint32_t> acci(is_int ? n : 0, 0u);
+  std::vector<std::uint32_t> present(sum_like ? 0 : nblocks, 0u);
   for (int r = 0; r < spec.world_size; ++r) {
-    generate(spec, r, &data);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (is_int) {
-        const std::int32_t x = as<std::int32_t>(data)[i];
-        std::uint32_t& a = acci[i];
-        const auto ai = static_cast<std::int32_t>(a);
-        if (r == 0) a = static_cast<std::uint32_t>(x);
-        else if (op == ReduceOp::sum || op == ReduceOp::avg) a += static_cast<std::uint32_t>(x);
-        else if (op == ReduceOp::min) a = static_cast<std::uint32_t>(std::min(ai, x));
-        else a = static_cast<std::uint32_t>(std::max(ai, x));
-        continue;
+    for (std::uint64_t b : chosen_blocks(spec, r)) {
+      const bool first = !sum_like && present[b]++ == 0;
+      block_values(spec, r, b, [&](std::size_t i, int v) {
+        if (is_int) {
+          const std::int32_t x = v * 1000003;
+          std::uint32_t& a = acci[i];
+          const auto ai = static_cast<std::int32_t>(a);
+          if (sum_like) a += static_cast<std::uint32_t>(x);
+          else if (first) a = static_cast<std::uint32_t>(x);
+          else if (op == ReduceOp::min) a = static_cast<std::uint32_t>(std::min(ai, x));
+          else a = static_cast<std::uint32_t>(std::max(ai, x));
+          return;
+        }
+        const float x = value_as_float(spec.dtype, v);
+        float& a = accf[i];
+        if (sum_like) a += x;
+        else if (first) a = x;
+        else if (op == ReduceOp::min) a = std::min(a, x);
+        else a = std::max(a, x);
+      });
+    }
+  }
+  if (!sum_like) {  // blocks some rank left zero: that rank's 0 takes part in the min / max
+    for (std::size_t b = 0; b < nblocks; ++b) {
+      if (present[b] == static_cast<std::uint32_t>(spec.world_size)) continue;
+      const std::size_t first = b * spec.block_elems;
+      const std::size_t last = std::min<std::size_t>(n, first + spec.block_elems);
+      for (std::size_t i = first; i < last; ++i) {
+        if (is_int) {
+          const auto ai = static_cast<std::int32_t>(acci[i]);
+          const std::int32_t v = present[b] == 0 ? 0 : (op == ReduceOp::min ? std::min(ai, 0) : std::max(ai, 0));
+          acci[i] = static_cast<std::uint32_t>(v);
+        } else {
+          accf[i] = present[b] == 0 ? 0.0f : (op == ReduceOp::min ? std::min(accf[i], 0.0f) : std::max(accf[i], 0.0f));
+        }
       }
-      float x = 0;
-      switch (spec.dtype) {
-        case DataType::f32: x = as<float>(data)[i]; break;
-        case DataType::f16: x = half_to_float(as<std::uint16_t>(data)[i]); break;
-        case DataType::bf16: x = bf16_to_float(as<std::uint16_t>(data)[i]); break;
-        case DataType::i32: break;
-      }
-      float& a = accf[i];
-      if (r == 0) a = x;
-      else if (op == ReduceOp::sum || op == ReduceOp::avg) a += x;
-      else if (op == ReduceOp::min) a = std::min(a, x);
-      else a = std::max(a, x);
     }
   }
   out->assign(n * dtype_size(spec.dtype), std::byte{0});
@@ -168,20 +204,27 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
   }
 }
 
+double element_as_double(const std::vector<std::byte>& data, DataType dtype, std::size_t i) {
+  switch (dtype) {
+    case DataType::f32: return as<float>(data)[i];
+    case DataType::f16: return half_to_float(as<std::uint16_t>(data)[i]);
+    case DataType::bf16: return bf16_to_float(as<std::uint16_t>(data)[i]);
+    case DataType::i32: return as<std::int32_t>(data)[i];
+  }
+  return 0;
+}
+
 std::size_t count_wrong(const std::vector<std::byte>& got, const std::vector<std::byte>& want, DataType dtype,
                         std::string* first) {
   const std::size_t n = want.size() / dtype_size(dtype);
+  if (got.size() < want.size()) {
+    if (first != nullptr) *first = "result has " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size());
+    return n;
+  }
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    double g = 0, w = 0;
-    bool equal = false;
-    switch (dtype) {
-      case DataType::f32: g = as<float>(got)[i]; w = as<float>(want)[i]; break;
-      case DataType::f16: g = half_to_float(as<std::uint16_t>(got)[i]); w = half_to_float(as<std::uint16_t>(want)[i]); break;
-      case DataType::bf16: g = bf16_to_float(as<std::uint16_t>(got)[i]); w = bf16_to_float(as<std::uint16_t>(want)[i]); break;
-      case DataType::i32: g = as<std::int32_t>(got)[i]; w = as<std::int32_t>(want)[i]; break;
-    }
-    equal = (g == w) || (std::isnan(g) && std::isnan(w));
+    const double g = element_as_double(got, dtype, i), w = element_as_double(want, dtype, i);
+    const bool equal = (g == w) || (std::isnan(g) && std::isnan(w));
     if (!equal) {
       if (wrong == 0 && first != nullptr)
         *first = "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " + std::to_string(w);

@@ -2,7 +2,8 @@
 //
 // The generator follows OmniReduce's benchmark harness: each rank marks round(density x blocks)
 // blocks non-zero, chosen at random with a seed derived from (seed, rank), and fills them with
-// non-zero random values. Other patterns: every rank the same blocks ("overlap"), ranks on
+// non-zero random values (a counter-based stream keyed by seed, rank and block, so the reference
+// regenerates only the chosen blocks). Other patterns: every rank the same blocks ("overlap"), ranks on
 // disjoint blocks ("disjoint"), and rank 0 dense among sparse ranks ("one_dense").
 #pragma once
 
@@ -36,6 +37,12 @@ void generate(const WorkloadSpec& spec, int rank, std::vector<std::byte>* out);
 // The exact result every rank must receive: rank-order reduction with an fp32 (or int32)
 // accumulator, narrowed once, written independently of the library's kernels.
 void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* out);
+
+// Number of non-zero blocks of rank `rank`'s tensor.
+std::size_t nonzero_blocks(const WorkloadSpec& spec, int rank);
+
+// Element i of a tensor of `dtype` held as bytes, widened to double.
+double element_as_double(const std::vector<std::byte>& data, DataType dtype, std::size_t i);
 
 // Number of elements of `got` that differ from `want` (NaN equals NaN, -0 equals +0);
 // the first mismatch is described in *first when non-null.

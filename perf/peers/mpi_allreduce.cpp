@@ -1,116 +1,137 @@
-// The Open MPI peer: MPI_Allreduce on the same data, timing and columns as sparcoll-perf.
-//   mpirun -np 2 sparcoll-perf-mpi --elements 26214400 --density 0.01 --check
-// Only f32/i32 sum/min/max (MPI has no fp16/bf16 reduction of its own; avg is sum here).
+// The Open MPI peer: MPI_Allreduce on the same data, with the same sweep flags, timing, checks
+// and columns as sparcoll-perf (perf/lib/bench.hpp).
+//   mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader sparcoll-perf-mpi
+//          -b 4K -e 100M -f 16 -d 0,0.01,1 --transport shm --json out.jsonl
+// Only f32/i32 and sum/min/max (MPI has no fp16/bf16 reduction of its own, and no average).
+// --transport only labels the rows (shm for the vader BTL, tcp for the tcp BTL): the BTL is
+// chosen on mpirun's command line. Bytes per rank are the dense ring's model, 2(n-1)/n x size
+// each way, marked "model".
 #include <mpi.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench.hpp"
 #include "report.hpp"
-#include "workload.hpp"
+#include "sweep.hpp"
 
 namespace {
-[[noreturn]] void usage(const char* why) {
+
+struct Flags {
+  std::string label = "default", transport = "mpi";
+  sparcoll::perf::SweepOptions sweep;
+};
+
+[[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "sparcoll-perf-mpi: %s\nusage: sparcoll-perf-mpi [--elements N] [--dtype f32|i32] [--op sum|min|max]"
-               " [--density D] [--pattern P] [--block N] [--iters N] [--warmup N] [--check] [--seed N] [--json FILE]"
-               " [--no-header] [--label NAME]\n",
-               why);
-  MPI_Abort(MPI_COMM_WORLD, 2);
+               "sparcoll-perf-mpi: %s\n"
+               "usage: mpirun -np N [--mca btl ...] sparcoll-perf-mpi [flags]\n"
+               "  --transport NAME      label of the rows: shm (btl vader) or tcp (btl tcp); default mpi\n"
+               "  --label NAME          the algo column (default: default)\n"
+               "%s"
+               "  (dtypes f32 and i32 only; ops sum, min and max only)\n",
+               why.c_str(), sparcoll::perf::sweep_usage().c_str());
   std::exit(2);
 }
+
+// Parsed before MPI_Init, so that bad flags end every rank with a message and exit code 2
+// instead of an MPI_Abort banner.
+Flags parse(int argc, char** argv) {
+  Flags f;
+  f.sweep.blocks = {256};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string error;
+    switch (sparcoll::perf::parse_sweep_flag(argc, argv, &i, &f.sweep, &error)) {
+      case sparcoll::perf::FlagResult::ok: continue;
+      case sparcoll::perf::FlagResult::error: usage(error);
+      case sparcoll::perf::FlagResult::not_mine: break;
+    }
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value after " + a);
+      return argv[++i];
+    };
+    if (a == "--label") f.label = value();
+    else if (a == "--transport") f.transport = value();
+    else if (a == "-h" || a == "--help") {
+      std::printf("usage: mpirun -np N sparcoll-perf-mpi [flags]\n%s", sparcoll::perf::sweep_usage().c_str());
+      std::exit(0);
+    } else usage("unknown flag " + a);
+  }
+  std::string error;
+  if (!sparcoll::perf::finish_sweep(&f.sweep, &error)) usage(error);
+  for (const std::string& dt : f.sweep.dtypes)
+    if (dt != "f32" && dt != "i32") usage("--dtype " + dt + ": MPI reduces f32 and i32 only here");
+  if (f.sweep.op == "avg") usage("--op avg: MPI has no average; use sum");
+  for (const std::string& p : f.sweep.patterns)
+    if (sparcoll::perf::is_trace_pattern(p) && f.sweep.op != "sum") usage("trace patterns need --op sum here");
+  for (std::uint64_t b : f.sweep.sizes_bytes)
+    if (b / 4 > 0x7fffffffu) usage("sizes above 2^31 elements do not fit MPI_Allreduce's int count");
+  if (f.sweep.elements > 0x7fffffffu) usage("--elements above 2^31 does not fit MPI_Allreduce's int count");
+  return f;
+}
+
+class MpiCollective final : public sparcoll::perf::Collective {
+ public:
+  MpiCollective() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  void allreduce(const void* send, void* recv, std::size_t count, sparcoll::DataType dtype, sparcoll::ReduceOp op) override {
+    const MPI_Datatype mdt = dtype == sparcoll::DataType::f32 ? MPI_FLOAT : MPI_INT;
+    const MPI_Op mop = op == sparcoll::ReduceOp::min ? MPI_MIN : (op == sparcoll::ReduceOp::max ? MPI_MAX : MPI_SUM);
+    MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, static_cast<int>(count), mdt, mop, MPI_COMM_WORLD);
+  }
+  void max_f64(double* v, std::size_t n) override {
+    MPI_Allreduce(MPI_IN_PLACE, v, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  }
+  void sum_u64(std::uint64_t* v, std::size_t n) override {
+    MPI_Allreduce(MPI_IN_PLACE, v, static_cast<int>(n), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  }
+  void model_traffic(std::uint64_t bytes, double* sent, double* received) const override {
+    *sent = *received = 2.0 * (size_ - 1) / size_ * static_cast<double>(bytes);
+  }
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const Flags flags = parse(argc, argv);
   MPI_Init(&argc, &argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-
-  sparcoll::perf::WorkloadSpec spec;
-  spec.count = 1 << 20;
-  std::string dtype = "f32", op = "sum", pattern = "random", json, label = "default";
-  int iters = 20, warmup = 3;
-  bool check = false, header = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(("missing value after " + a).c_str());
-      return argv[++i];
-    };
-    if (a == "--elements") spec.count = std::strtoull(value().c_str(), nullptr, 10);
-    else if (a == "--dtype") dtype = value();
-    else if (a == "--op") op = value();
-    else if (a == "--density") spec.density = std::atof(value().c_str());
-    else if (a == "--pattern") pattern = value();
-    else if (a == "--block") spec.block_elems = static_cast<std::uint32_t>(std::atoi(value().c_str()));
-    else if (a == "--iters") iters = std::atoi(value().c_str());
-    else if (a == "--warmup") warmup = std::atoi(value().c_str());
-    else if (a == "--seed") spec.seed = std::strtoull(value().c_str(), nullptr, 10);
-    else if (a == "--json") json = value();
-    else if (a == "--label") label = value();
-    else if (a == "--check") check = true;
-    else if (a == "--no-header") header = false;
-    else usage(("unknown flag " + a).c_str());
-  }
-  if (iters < 1 || spec.block_elems == 0 || spec.density < 0 || spec.density > 1) usage("invalid numeric flag");
-  auto dt = sparcoll::parse_dtype(dtype);
-  auto rop = sparcoll::parse_reduce_op(op);
-  if (!dt || (*dt != sparcoll::DataType::f32 && *dt != sparcoll::DataType::i32)) usage("--dtype must be f32 or i32");
-  if (!rop || *rop == sparcoll::ReduceOp::avg) usage("--op must be sum, min or max");
-  if (!sparcoll::perf::parse_pattern(pattern, &spec.pattern)) usage("unknown --pattern");
-  spec.dtype = *dt;
-  spec.world_size = size;
-  const MPI_Datatype mdt = spec.dtype == sparcoll::DataType::f32 ? MPI_FLOAT : MPI_INT;
-  const MPI_Op mop = *rop == sparcoll::ReduceOp::sum ? MPI_SUM : (*rop == sparcoll::ReduceOp::min ? MPI_MIN : MPI_MAX);
-
-  std::vector<std::byte> pristine, work;
-  sparcoll::perf::generate(spec, rank, &pristine);
-  work = pristine;
-  std::vector<double> times;
-  for (int it = -warmup; it < iters; ++it) {
-    std::memcpy(work.data(), pristine.data(), pristine.size());
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = std::chrono::steady_clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, work.data(), static_cast<int>(spec.count), mdt, mop, MPI_COMM_WORLD);
-    const auto t1 = std::chrono::steady_clock::now();
-    double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
-    MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (it >= 0) times.push_back(us);
-  }
-  unsigned long long wrong = 0;
-  if (check) {
-    std::vector<std::byte> want;
-    sparcoll::perf::reference(spec, *rop, &want);
-    wrong = sparcoll::perf::count_wrong(work, want, spec.dtype, nullptr);
-  }
-  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) {
-    sparcoll::perf::ResultRow row;
-    row.system = "mpi";
-    row.algo = label;
-    row.transport = "mpi";
-    row.ranks = size;
-    row.elements = spec.count;
-    row.dtype = dtype;
-    row.op = op;
-    row.density = spec.density;
-    row.pattern = pattern;
-    row.block = spec.block_elems;
-    row.iters = iters;
-    row.wrong = wrong;
-    // A dense allreduce moves about 2(n-1)/n of the tensor in and out of each rank.
-    row.wire_bytes_per_rank = 2.0 * 2.0 * (size - 1) / size * static_cast<double>(spec.count * sparcoll::dtype_size(spec.dtype));
-    sparcoll::perf::summarize(times, spec.count * sparcoll::dtype_size(spec.dtype), &row);
-    if (header) std::printf("%s\n", sparcoll::perf::table_header().c_str());
-    std::printf("%s\n", sparcoll::perf::table_row(row).c_str());
-    std::string error;
-    if (!json.empty() && !sparcoll::perf::append_json(json, row, &error)) std::fprintf(stderr, "%s\n", error.c_str());
+  int status = 0;
+  try {
+    MpiCollective mpi;
+    sparcoll::perf::SweepRun run;
+    run.identity.system = "mpi";
+    run.identity.algo = flags.label;
+    run.identity.transport = flags.transport;
+    run.identity.bytes_source = "model";
+    run.header.tool = "sparcoll-perf-mpi";
+    run.header.transport = flags.transport;
+    run.header.ranks = mpi.size();
+    std::string options;
+    for (int i = 1; i < argc; ++i) options += std::string(i > 1 ? " " : "") + argv[i];
+    char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    std::string lib(version, static_cast<std::size_t>(length));
+    if (const auto nl = lib.find_first_of("\n,"); nl != std::string::npos) lib.resize(nl);
+    run.header.options = options + " | " + lib;
+    run.default_block = 256;
+    run.program = "sparcoll-perf-mpi";
+    status = sparcoll::perf::run_sweep(mpi, flags.sweep, run) == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparcoll-perf-mpi: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();
-  return wrong == 0 ? 0 : 1;
+  return status;
 }

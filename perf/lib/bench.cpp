@@ -1,0 +1,310 @@
+#include "bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "workload.hpp"
+
+#if __has_include("trace.hpp")
+#include "trace.hpp"
+#define SPARCOLL_PERF_TRACE 1
+#else
+#define SPARCOLL_PERF_TRACE 0
+#endif
+
+namespace sparcoll::perf {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The input of one point: synthetic (the same tensor every iteration) or a trace (each
+// iteration the next recorded step).
+struct Input {
+  WorkloadSpec spec;
+  std::vector<std::byte> pristine;  // synthetic
+  std::string pattern_label;
+#if SPARCOLL_PERF_TRACE
+  const GradientTrace* trace = nullptr;
+  std::vector<float> gradient;
+#endif
+  bool is_trace() const {
+#if SPARCOLL_PERF_TRACE
+    return trace != nullptr;
+#else
+    return false;
+#endif
+  }
+};
+
+// Loads iteration `iteration`'s input of `rank` into `work`.
+void load_input(Input& in, int rank, std::uint64_t iteration, std::vector<std::byte>* work) {
+#if SPARCOLL_PERF_TRACE
+  if (in.trace != nullptr) {
+    const auto worker = static_cast<std::uint32_t>(rank) % in.trace->workers;
+    const auto step = static_cast<std::uint32_t>(iteration % in.trace->steps);
+    trace_gradient(*in.trace, worker, step, &in.gradient);
+    std::memcpy(work->data(), in.gradient.data(), in.gradient.size() * sizeof(float));
+    return;
+  }
+#endif
+  (void)rank;
+  (void)iteration;
+  std::memcpy(work->data(), in.pristine.data(), in.pristine.size());
+}
+
+// Wrong elements of `got`, the result of iteration `iteration`.
+std::uint64_t check(Input& in, const Collective& c, ReduceOp op, std::uint64_t iteration, const std::vector<std::byte>& got,
+                    std::string* first) {
+#if SPARCOLL_PERF_TRACE
+  if (in.trace != nullptr) {
+    // Rank-order fp32 sum of what each rank replayed, and the sum of magnitudes that bounds the
+    // rounding of any other order: |error| <= (n-1) u sum|x| with u = 2^-24 (plus an ulp).
+    const std::size_t n = in.trace->elements;
+    std::vector<float> sum(n, 0.0f), magnitude(n, 0.0f);
+    const auto step = static_cast<std::uint32_t>(iteration % in.trace->steps);
+    for (int r = 0; r < c.size(); ++r) {
+      trace_gradient(*in.trace, static_cast<std::uint32_t>(r) % in.trace->workers, step, &in.gradient);
+      for (std::size_t i = 0; i < n; ++i) {
+        sum[i] += in.gradient[i];
+        magnitude[i] += std::fabs(in.gradient[i]);
+      }
+    }
+    const bool exact = c.rank_order();
+    const float ranks = static_cast<float>(c.size());
+    const float bound_scale = static_cast<float>(c.size() - 1) * 0x1p-24f * 1.01f;
+    std::uint64_t wrong = 0;
+    const auto* g = reinterpret_cast<const float*>(got.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      float want = sum[i], mag = magnitude[i];
+      if (op == ReduceOp::avg) {
+        want /= ranks;
+        mag /= ranks;
+      }
+      const float tolerance = exact ? 0.0f : bound_scale * mag + std::fabs(want) * 0x1p-23f;
+      const bool ok = g[i] == want || (std::isnan(g[i]) && std::isnan(want)) || std::fabs(g[i] - want) <= tolerance;
+      if (!ok) {
+        if (wrong == 0 && first != nullptr)
+          *first = "element " + std::to_string(i) + ": got " + std::to_string(g[i]) + ", want " + std::to_string(want);
+        ++wrong;
+      }
+    }
+    return wrong;
+  }
+#endif
+  (void)iteration;
+  (void)c;
+  std::vector<std::byte> want;
+  reference(in.spec, op, &want);
+  return count_wrong(got, want, in.spec.dtype, first);
+}
+
+#if SPARCOLL_PERF_TRACE
+// Mean fraction of non-zero blocks (of `block` elements) over the ranks' workers and all steps.
+double trace_density(const GradientTrace& t, int ranks, std::uint32_t block) {
+  if (t.elements == 0) return 0;
+  const std::uint64_t nblocks = (t.elements + block - 1) / block;
+  std::vector<float> g;
+  double total = 0;
+  const int workers = std::min<int>(ranks, static_cast<int>(t.workers));
+  for (int w = 0; w < workers; ++w) {
+    for (std::uint32_t s = 0; s < t.steps; ++s) {
+      trace_gradient(t, static_cast<std::uint32_t>(w), s, &g);
+      std::uint64_t nonzero = 0;
+      for (std::uint64_t b = 0; b < nblocks; ++b) {
+        const std::size_t first = b * block, last = std::min<std::size_t>(g.size(), first + block);
+        for (std::size_t i = first; i < last; ++i)
+          if (g[i] != 0.0f) {
+            ++nonzero;
+            break;
+          }
+      }
+      total += static_cast<double>(nonzero) / static_cast<double>(nblocks);
+    }
+  }
+  return total / (static_cast<double>(workers) * t.steps);
+}
+#endif
+
+void write_or_throw(bool ok, const std::string& error) {
+  if (!ok) throw std::runtime_error(error);
+}
+
+}  // namespace
+
+bool trace_supported() { return SPARCOLL_PERF_TRACE != 0; }
+
+std::uint64_t run_sweep(Collective& c, const SweepOptions& o, const SweepRun& run) {
+  const int rank = c.rank();
+  const int nranks = c.size();
+  const auto op = *parse_reduce_op(o.op);
+
+  std::vector<ResultRow> peers;
+  std::string error;
+  if (rank == 0 && !o.baseline.empty() && !load_peer_rows(o.baseline, &peers, &error)) throw std::runtime_error(error);
+
+  if (rank == 0 && o.header) {
+    std::printf("%s%s\n", header_lines(run.header).c_str(), table_header().c_str());
+    if (!o.json.empty()) write_or_throw(append_text(o.json, header_json(run.header) + "\n", &error), error);
+    if (!o.csv.empty()) write_or_throw(append_text(o.csv, header_lines(run.header), &error), error);
+    std::fflush(stdout);
+  }
+
+#if SPARCOLL_PERF_TRACE
+  std::map<std::string, std::unique_ptr<GradientTrace>> traces;
+#endif
+
+  const std::vector<std::uint32_t> blocks = o.blocks.empty() ? std::vector<std::uint32_t>{run.default_block} : o.blocks;
+  std::uint64_t wrong_total = 0;
+  std::vector<std::byte> work, out;
+
+  for (std::uint32_t block : blocks) {
+    for (const std::string& pattern : o.patterns) {
+      for (const std::string& dtype_name : o.dtypes) {
+        const DataType dtype = *parse_dtype(dtype_name);
+        const std::size_t esize = dtype_size(dtype);
+        // A trace gives its own size and density: one point per trace.
+        std::vector<double> densities = o.densities;
+        std::vector<std::uint64_t> sizes = sweep_elements(o, dtype_name);
+        Input in;
+        in.pattern_label = pattern;
+        if (is_trace_pattern(pattern)) {
+#if SPARCOLL_PERF_TRACE
+          auto& slot = traces[trace_path(pattern)];
+          if (!slot) {
+            slot = std::make_unique<GradientTrace>();
+            if (!load_trace(trace_path(pattern), slot.get(), &error)) throw std::runtime_error(error);
+            if (slot->workers == 0 || slot->steps == 0) throw std::runtime_error(trace_path(pattern) + ": empty trace");
+          }
+          in.trace = slot.get();
+          densities = {rank == 0 ? trace_density(*in.trace, nranks, block) : 0.0};
+          sizes = {in.trace->elements};
+          in.pattern_label = "trace:" + base_name(trace_path(pattern));
+#else
+          throw std::runtime_error("--pattern " + pattern +
+                                   ": this build has no gradient trace support (perf/lib/trace.hpp was missing)");
+#endif
+        } else {
+          parse_pattern(pattern, &in.spec.pattern);
+        }
+
+        for (double density : densities) {
+          for (std::uint64_t count : sizes) {
+            in.spec.count = count;
+            in.spec.dtype = dtype;
+            in.spec.density = density;
+            in.spec.block_elems = block;
+            in.spec.seed = o.seed;
+            in.spec.world_size = nranks;
+            if (!in.is_trace()) generate(in.spec, rank, &in.pristine);
+            work.assign(count * esize, std::byte{0});
+            if (run.out_of_place) out.assign(count * esize, std::byte{0});
+            void* recv = run.out_of_place ? out.data() : work.data();
+            c.prepare(work.data(), count, dtype, op);
+
+            std::uint64_t iteration = 0;
+            auto one = [&]() -> double {
+              load_input(in, rank, iteration++, &work);
+              c.barrier();
+              const auto t0 = Clock::now();
+              c.allreduce(work.data(), recv, count, dtype, op);
+              const auto t1 = Clock::now();
+              return std::chrono::duration<double, std::micro>(t1 - t0).count();
+            };
+
+            std::vector<double> warm;
+            for (int w = 0; w < o.warmup; ++w) {
+              warm.push_back(one());
+              if (w == 0 && o.time_budget_s > 0 && o.warmup > 1) {
+                // One slow iteration is warm-up enough: skip the others when it already took a
+                // quarter of the budget (decided on the slowest rank's time, so by every rank alike).
+                double first_us = warm[0];
+                c.max_f64(&first_us, 1);
+                if (first_us > o.time_budget_s * 1e6 / 4) break;
+              }
+            }
+            const int warmups = static_cast<int>(warm.size());
+            int iters = o.iters;
+            if (o.time_budget_s > 0 && !warm.empty()) {
+              c.max_f64(warm.data(), warm.size());  // the same estimate, hence the same count, on every rank
+              std::sort(warm.begin(), warm.end());
+              const double estimate_us = std::max(1.0, warm[warm.size() / 2]);
+              const double fit = std::ceil(o.time_budget_s * 1e6 / estimate_us);
+              iters = static_cast<int>(std::clamp(fit, static_cast<double>(o.min_iters), static_cast<double>(o.iters)));
+            }
+
+            std::vector<double> times(static_cast<std::size_t>(iters), 0.0);
+            std::uint64_t sent = 0, received = 0;
+            bool measured = true;
+            for (int it = 0; it < iters; ++it) {
+              std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+              measured = c.traffic(&s0, &r0) && measured;
+              times[static_cast<std::size_t>(it)] = one();
+              measured = c.traffic(&s1, &r1) && measured;
+              sent += s1 - s0;
+              received += r1 - r0;
+            }
+            c.max_f64(times.data(), times.size());  // the slowest rank defines each iteration's time
+
+            std::string first;
+            const std::vector<std::byte>& got = run.out_of_place ? out : work;
+            const std::uint64_t wrong = check(in, c, op, iteration - 1, got, &first);
+            if (wrong != 0)
+              std::fprintf(stderr, "%s: rank %d: %s %s, %llu elements, density %g: %llu wrong elements, first %s\n",
+                           run.program, rank, in.pattern_label.c_str(), dtype_name.c_str(),
+                           static_cast<unsigned long long>(count), density, static_cast<unsigned long long>(wrong),
+                           first.c_str());
+            std::uint64_t totals[3] = {sent, received, wrong};
+            c.sum_u64(totals, 3);
+            wrong_total += totals[2];
+
+            if (rank != 0) continue;
+            ResultRow row = run.identity;
+            row.ranks = nranks;
+            row.elements = count;
+            row.dtype = dtype_name;
+            row.op = o.op;
+            row.density = density;
+            row.pattern = in.pattern_label;
+            row.block = block;
+            row.iters = iters;
+            row.warmup = warmups;
+            row.wrong = totals[2];
+            row.host = host_name();
+            row.commit = build_commit();
+            if (measured) {
+              row.bytes_source = "measured";
+              row.sent_bytes_per_rank = static_cast<double>(totals[0]) / nranks / iters;
+              row.recv_bytes_per_rank = static_cast<double>(totals[1]) / nranks / iters;
+            } else {
+              row.bytes_source = "model";
+              c.model_traffic(count * esize, &row.sent_bytes_per_rank, &row.recv_bytes_per_rank);
+            }
+            row.wire_bytes_per_rank = row.sent_bytes_per_rank + row.recv_bytes_per_rank;
+            summarize(times, count * esize, &row);
+            apply_speedup(peers, &row);
+            std::printf("%s\n", table_row(row).c_str());
+            std::fflush(stdout);
+            if (!o.json.empty()) write_or_throw(append_json(o.json, row, &error), error);
+            if (!o.csv.empty()) write_or_throw(append_csv(o.csv, row, &error), error);
+          }
+        }
+      }
+    }
+  }
+  return wrong_total;
+}
+
+}  // namespace sparcoll::perf
