@@ -327,7 +327,9 @@ Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, s
   // every ring), device descriptors, and slack for bursts and control frames.
   std::uint32_t count = peers * 2 * kWindow + kMaxDeliver + kRingSize + 4 * kBurst + 512;
   if (!core_->memif) count += rx_descriptors + kTxDescriptors + ctx.channels * kRingSize;
-  const std::uint32_t data_room = RTE_PKTMBUF_HEADROOM + round_up(frame, 64);
+  // At least 2 KiB: some PMDs insist that a whole device frame fits one mbuf whatever the MTU
+  // (af_packet: its framesz, 2048 by default, less its own header).
+  const std::uint32_t data_room = RTE_PKTMBUF_HEADROOM + std::max<std::uint32_t>(round_up(frame, 64), 2048);
   std::lock_guard<std::mutex> lock(control_mutex());
   for (std::uint32_t c = 0; c < ctx.channels; ++c) {
     const std::uint32_t id = g_object_counter.fetch_add(1);

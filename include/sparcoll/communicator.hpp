@@ -36,6 +36,13 @@ struct TrafficStats {
   std::uint64_t bytes_received = 0;
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
+  // Packet transports (dpdk) only, zero elsewhere; refreshed by the progress threads every few
+  // milliseconds, so a read right after an operation may lag slightly behind.
+  std::uint64_t packets_sent = 0;
+  std::uint64_t packets_received = 0;
+  std::uint64_t packets_retransmitted = 0;  // resent after a loss or a timeout
+  std::uint64_t packets_dropped_invalid = 0;  // failed validation (truncated, wrong job, hostile)
+  std::uint64_t packets_duplicate = 0;        // arrived twice (a resend whose original arrived)
 };
 
 // A handle to a non-blocking collective. Move-only. Destroying an unfinished request waits for it.

@@ -106,6 +106,19 @@ Status CommunicatorImpl::setup(const Options& options) {
     ctx.deadline_ms = options_.connect_timeout_ms;
     s = transport::create_driver(membership_.transport, ctx, &driver_);
     if (!s.ok()) return s;
+    // A packet transport carries less than SPARCOLL_MAX_MESSAGE per message (one frame): windows
+    // and result chunks are sized to what every channel accepts.
+    std::uint32_t limit = options_.max_message;
+    for (std::uint32_t c = 0; c < options_.threads; ++c) limit = std::min(limit, driver_->channel(c).max_message());
+    if (limit < engine::min_message_for(options_.block_elems))
+      return Status(ErrorCode::invalid_argument,
+                    "the " + membership_.transport + " transport carries at most " + std::to_string(limit) +
+                        " bytes per message, too few for one block of " + std::to_string(options_.block_elems) +
+                        " elements (SPARCOLL_BLOCK_ELEMS): use smaller blocks or a larger MTU");
+    if (limit < options_.max_message) {
+      cfg.options.max_message = limit;
+      cfg.window_capacity = engine::window_capacity(options_.fusion, options_.block_elems, limit);
+    }
   }
   SC_LOG_INFO("joined: %u workers, %u dedicated aggregators, transport %s, %u lanes, window %u blocks%s",
               membership_.workers, membership_.dedicated, membership_.transport.c_str(), options_.lanes,

@@ -233,6 +233,7 @@ bool Shard::step() {
     if (now >= next_deadline_check_) {
       next_deadline_check_ = now + std::chrono::milliseconds(5);
       check_deadlines(now);
+      publish_channel_counters();
     }
   }
   return progressed;
@@ -357,7 +358,22 @@ void Shard::fail_everything(const Status& reason) {
   }
 }
 
+void Shard::publish_channel_counters() noexcept {
+  if (channel_ == nullptr) return;
+  const transport::ChannelCounters c = channel_->counters();
+  packets_sent_.store(c.packets_sent, std::memory_order_relaxed);
+  packets_received_.store(c.packets_received, std::memory_order_relaxed);
+  packets_retransmitted_.store(c.retransmitted, std::memory_order_relaxed);
+  packets_dropped_invalid_.store(c.dropped_invalid, std::memory_order_relaxed);
+  packets_duplicate_.store(c.duplicates, std::memory_order_relaxed);
+}
+
 void Shard::add_traffic(TrafficStats* total) const noexcept {
+  total->packets_sent += packets_sent_.load(std::memory_order_relaxed);
+  total->packets_received += packets_received_.load(std::memory_order_relaxed);
+  total->packets_retransmitted += packets_retransmitted_.load(std::memory_order_relaxed);
+  total->packets_dropped_invalid += packets_dropped_invalid_.load(std::memory_order_relaxed);
+  total->packets_duplicate += packets_duplicate_.load(std::memory_order_relaxed);
   total->bytes_sent += outbox_.bytes_sent();
   total->messages_sent += outbox_.messages_sent();
   total->bytes_received += bytes_received_.load(std::memory_order_relaxed);

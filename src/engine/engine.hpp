@@ -82,6 +82,11 @@ class Shard {
   int wake_fd_ = -1;
   void event_wait();
   std::uint64_t rounds_ = 0;
+  // The channel's packet counters, copied here by this shard's thread (a channel is single-
+  // threaded; traffic() reads these from any thread).
+  void publish_channel_counters() noexcept;
+  std::atomic<std::uint64_t> packets_sent_{0}, packets_received_{0}, packets_retransmitted_{0},
+      packets_dropped_invalid_{0}, packets_duplicate_{0};
   std::atomic<std::uint64_t> bytes_received_{0};
   std::atomic<std::uint64_t> messages_received_{0};
 };

@@ -5,20 +5,24 @@
 //   sparcoll-check [--dtypes f32,f16,bf16,i32] [--ops sum,avg,min,max] [--sizes 0,1,255,257]
 //                  [--densities 0,0.001,0.01,0.1,1] [--patterns random,overlap,disjoint,one_dense]
 //                  [--inflight N] [--repeat N] [--seed S] [--negative-zeros]
-//                  [--register] [--deny-registration]
+//                  [--register] [--deny-registration] [--traffic]
 // Every result is also hashed and the hashes compared across ranks: results must be bitwise
 // identical everywhere. --negative-zeros writes -0.0 into the zero elements of odd ranks' float
 // inputs (they still count as zero). --register registers every send buffer for zero-copy
 // (Communicator::register_buffer) before its op and deregisters it after, and checks the
 // registration API's errors; --deny-registration then makes every registration fail as a low
 // `ulimit -l` would (drops CAP_IPC_LOCK, memlock limit 0), so sends must fall back to copying.
+// --traffic: rank 0 finally prints the packet counters summed over the ranks
+// ("traffic (all ranks): packets_sent=… retransmitted=… dropped_invalid=… duplicates=… ").
 // Prints "sparcoll-check: N cases passed" on rank 0; exits 1 on the first wrong element.
 #include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -111,11 +115,14 @@ int main(int argc, char** argv) {
                            patterns = {"random", "overlap", "disjoint"};
   int inflight = 3, repeat = 1;
   std::uint64_t seed = 7;
-  bool negative_zeros = false, register_buffers = false, deny_registration = false;
+  bool negative_zeros = false, register_buffers = false, deny_registration = false, traffic = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--negative-zeros" || a == "--register" || a == "--deny-registration") {
-      (a == "--negative-zeros" ? negative_zeros : a == "--register" ? register_buffers : deny_registration) = true;
+    if (a == "--negative-zeros" || a == "--register" || a == "--deny-registration" || a == "--traffic") {
+      (a == "--negative-zeros"  ? negative_zeros
+       : a == "--register"      ? register_buffers
+       : a == "--traffic"       ? traffic
+                                : deny_registration) = true;
       continue;
     }
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
@@ -206,6 +213,18 @@ int main(int argc, char** argv) {
         c.send = {};
         c.recv = {};
       }
+    }
+    if (traffic) {
+      // The progress threads refresh the packet counters every few milliseconds.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const sparcoll::TrafficStats t = comm.traffic();
+      std::int32_t counts[4] = {static_cast<std::int32_t>(t.packets_sent), static_cast<std::int32_t>(t.packets_retransmitted),
+                                static_cast<std::int32_t>(t.packets_dropped_invalid),
+                                static_cast<std::int32_t>(t.packets_duplicate)};
+      comm.allreduce(counts, counts, 4, sparcoll::DataType::i32, sparcoll::ReduceOp::sum);
+      if (comm.rank() == 0)
+        std::printf("traffic (all ranks): packets_sent=%d retransmitted=%d dropped_invalid=%d duplicates=%d \n", counts[0],
+                    counts[1], counts[2], counts[3]);
     }
     if (comm.rank() == 0)
       std::printf("sparcoll-check: %zu cases passed on %d ranks over %s\n", passed, comm.size(),
