@@ -9,6 +9,7 @@ packages=(
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
   libdpdk-dev
   libopenmpi-dev openmpi-bin
+  libgloo-dev
 )
 
 missing=()
