@@ -1,0 +1,169 @@
+// scripts/bench-all --quick end to end: every system of the comparison either has result rows
+// with no wrong element or an explicit "missing" line; a peer that fails makes a "failed" line
+// and a non-zero exit. CI does not judge speed, only that the suite keeps working.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../integration/launch_util.hpp"
+
+namespace {
+
+using sparcoll::testing::LaunchResult;
+using sparcoll::testing::run_program;
+using sparcoll::testing::source_path;
+
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::string dirs = path;
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t end = dirs.find(':', start);
+    const std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::string temp_dir() {
+  char pattern[] = "/tmp/sparcoll-bench-all-XXXXXX";
+  const char* dir = mkdtemp(pattern);
+  return dir == nullptr ? std::string() : std::string(dir);
+}
+
+// A flat JSON object's field as written: "key":"value" or "key":value.
+std::string field(const std::string& line, const std::string& key) {
+  const std::string tag = "\"" + key + "\":";
+  const auto at = line.find(tag);
+  if (at == std::string::npos) return "";
+  std::size_t start = at + tag.size();
+  if (start < line.size() && line[start] == '"') {
+    const auto end = line.find('"', start + 1);
+    return line.substr(start + 1, end - start - 1);
+  }
+  const auto end = line.find_first_of(",}", start);
+  return line.substr(start, end - start);
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(BenchAll, QuickRunCoversEverySystem) {
+  if (!on_path("mpirun")) GTEST_SKIP() << "mpirun is not installed (apt-get install openmpi-bin): bench-all needs it";
+  const std::string out = temp_dir();
+  ASSERT_FALSE(out.empty());
+  const LaunchResult r = run_program({source_path("scripts/bench-all"), "--quick", "--no-plots", "--out", out,
+                                      "--build-dir", SPARCOLL_BUILD_DIR},
+                                     {}, std::chrono::seconds(400));
+  EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_LT(r.seconds, 300.0) << "bench-all --quick should take well under 2 minutes on an idle machine";
+
+  // system/algo/transport/dedicated -> rows, wrong; and the missing ones.
+  std::map<std::string, std::pair<int, long long>> rows;
+  std::set<std::string> missing;
+  int kernels = 0, failed = 0;
+  for (const std::string& line : lines_of(out + "/results.jsonl")) {
+    const std::string kind = field(line, "kind");
+    const std::string key = field(line, "system") + "/" + field(line, "algo") + "/" + field(line, "transport") +
+                            (field(line, "aggregators") != "" && field(line, "aggregators") != "0" ? "/dedicated" : "");
+    if (kind == "row") {
+      rows[key].first += 1;
+      rows[key].second += std::stoll(field(line, "wrong"));
+    } else if (kind == "missing") {
+      missing.insert(field(line, "system") + "/" + field(line, "algo") + "/" + field(line, "transport"));
+    } else if (kind == "kernel") {
+      ++kernels;
+    } else if (kind == "failed") {
+      ++failed;
+      ADD_FAILURE() << "failed: " << line;
+    }
+  }
+  EXPECT_EQ(failed, 0);
+  const std::vector<std::string> expected = {
+      "sparcoll/block_sparse/shm",           "sparcoll/block_sparse/shm/dedicated", "sparcoll/block_sparse/tcp",
+      "sparcoll/block_sparse/tcp/dedicated", "mpi/default/shm",                     "mpi/default/tcp",
+      "gloo/ring/tcp",                       "gloo/halving_doubling/tcp"};
+  for (const std::string& system : expected) {
+    const std::string base = system.substr(0, system.rfind("/dedicated") == std::string::npos ? std::string::npos
+                                                                                             : system.rfind("/dedicated"));
+    if (missing.count(base)) {
+      EXPECT_EQ(system.rfind("sparcoll", 0), std::string::npos) << "sparcoll itself may not be missing: " << system;
+      continue;
+    }
+    ASSERT_TRUE(rows.count(system)) << "no rows and no missing line for " << system << "\n" << r.out;
+    EXPECT_GE(rows[system].first, 9) << system;  // 3 sizes x 3 densities
+    EXPECT_EQ(rows[system].second, 0) << system << " has wrong elements";
+  }
+  EXPECT_GT(kernels, 0) << "no kernel figures";
+  // A trace in perf/data is replayed by every system, or reported missing.
+  bool have_trace = false;
+  for (const auto& e : std::filesystem::directory_iterator(source_path("perf/data"), std::filesystem::directory_options::skip_permission_denied))
+    have_trace = have_trace || e.path().extension() == ".sgtrace";
+  if (have_trace && !missing.count("trace/-/-")) {
+    int trace_rows = 0;
+    for (const std::string& line : lines_of(out + "/results.jsonl"))
+      if (field(line, "kind") == "row" && field(line, "pattern").rfind("trace:", 0) == 0) {
+        ++trace_rows;
+        EXPECT_EQ(field(line, "wrong"), "0") << line;
+      }
+    EXPECT_GT(trace_rows, 0) << "perf/data has a trace but no trace rows were written";
+  }
+  EXPECT_TRUE(std::filesystem::exists(out + "/results.csv"));
+  EXPECT_TRUE(std::filesystem::exists(out + "/summary.txt"));
+  std::filesystem::remove_all(out);
+}
+
+TEST(BenchAll, AFailingPeerIsReportedAndFailsTheRun) {
+  const std::string out = temp_dir();
+  ASSERT_FALSE(out.empty());
+  const std::string fake = out + "/broken-peer";
+  {
+    std::ofstream f(fake);
+    f << "#!/bin/sh\necho 'broken-peer: cannot reduce today' >&2\nexit 3\n";
+  }
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  const LaunchResult r = run_program({source_path("scripts/bench-all"), "--quick", "--no-plots", "--systems", "gloo",
+                                      "--gloo-bin", fake, "--out", out + "/results", "--build-dir", SPARCOLL_BUILD_DIR},
+                                     {}, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("FAILED: gloo ring"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot reduce today"), std::string::npos) << r.err;
+  int failed = 0;
+  for (const std::string& line : lines_of(out + "/results/results.jsonl"))
+    if (field(line, "kind") == "failed") ++failed;
+  EXPECT_EQ(failed, 2) << "ring and halving_doubling";
+  std::filesystem::remove_all(out);
+}
+
+TEST(BenchAll, AMissingPeerIsALineNotASilence) {
+  const std::string out = temp_dir();
+  ASSERT_FALSE(out.empty());
+  const LaunchResult r = run_program({source_path("scripts/bench-all"), "--quick", "--no-plots", "--systems", "gloo",
+                                      "--gloo-bin", out + "/not-built", "--out", out + "/results", "--build-dir",
+                                      SPARCOLL_BUILD_DIR},
+                                     {}, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("MISSING"), std::string::npos) << r.out;
+  int missing = 0;
+  for (const std::string& line : lines_of(out + "/results/results.jsonl"))
+    if (field(line, "kind") == "missing" && field(line, "system") == "gloo") ++missing;
+  EXPECT_EQ(missing, 2);
+  std::filesystem::remove_all(out);
+}
+
+}  // namespace
