@@ -30,13 +30,23 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
+// Whether a CSV file already has the column titles (it may start with "# " header lines).
+bool has_csv_titles(const std::string& path) {
+  std::ifstream in(path);
+  const std::string titles = csv_header();
+  for (std::string line; std::getline(in, line);)
+    if (line == titles) return true;
+  return false;
+}
+
 bool append(const std::string& path, const std::string& text, bool csv_titles, std::string* error) {
+  const bool titles = csv_titles && !has_csv_titles(path);
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) {
     *error = "cannot open " + path + ": " + std::strerror(errno);
     return false;
   }
-  if (csv_titles && std::ftell(f) == 0) std::fprintf(f, "%s\n", csv_header().c_str());
+  if (titles) std::fprintf(f, "%s\n", csv_header().c_str());
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (std::fclose(f) != 0 || !ok) {
     *error = "cannot write " + path + ": " + std::strerror(errno);

@@ -71,7 +71,7 @@ std::string header_json(const RunHeader& header);
 
 // Appends one JSON object per line (JSON Lines), so one file collects a whole sweep.
 bool append_json(const std::string& path, const ResultRow& row, std::string* error);
-// Appends a row; the column titles go first when the file is new or empty.
+// Appends a row; the column titles go first when the file does not have them yet.
 bool append_csv(const std::string& path, const ResultRow& row, std::string* error);
 // Appends text as is (it should end with a newline).
 bool append_text(const std::string& path, const std::string& text, std::string* error);

@@ -123,7 +123,16 @@ TEST(BenchAll, QuickRunCoversEverySystem) {
       }
     EXPECT_GT(trace_rows, 0) << "perf/data has a trace but no trace rows were written";
   }
-  EXPECT_TRUE(std::filesystem::exists(out + "/results.csv"));
+  // CSV: header comments, the column titles once, then one line per row.
+  int titles = 0, csv_rows = 0;
+  for (const std::string& line : lines_of(out + "/results.csv")) {
+    if (line.rfind("system,algo,transport,", 0) == 0) ++titles;
+    else if (!line.empty() && line[0] != '#') ++csv_rows;
+  }
+  EXPECT_EQ(titles, 1);
+  int json_rows = 0;
+  for (const auto& [key, counts] : rows) json_rows += counts.first;
+  EXPECT_EQ(csv_rows, json_rows);
   EXPECT_TRUE(std::filesystem::exists(out + "/summary.txt"));
   std::filesystem::remove_all(out);
 }
