@@ -7,9 +7,10 @@ packages=(
   build-essential g++ pkg-config meson ninja-build python3
   libtbb-dev libgtest-dev libgmock-dev
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
-  libdpdk-dev
+  libdpdk-dev iproute2
   libopenmpi-dev openmpi-bin
   libgloo-dev
+  zlib1g-dev
 )
 
 missing=()
