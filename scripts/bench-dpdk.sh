@@ -29,7 +29,7 @@ rm -f /tmp/bench-dpdk-raw.$$
 printf "raw dpdk burst (receiver)     %8.2f Gbit/s\n" "${raw:-0}"
 line=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size 8192 --seconds 3)
 drv=$(echo "$line" | awk '{print $10 * 8}')
-printf "sparcoll dpdk driver           %8.2f Gbit/s  (%.2fx of raw)\n" "$drv" "$(awk -v a="$drv" -v b="${raw:-0}" 'BEGIN { print b > 0 ? a / b : 0 }')"
+printf "sparcoll dpdk driver           %8.2f Gbit/s  (%.2fx of raw)\n" "$drv" "$(awk -v a="$drv" -v b="${raw:-0}" 'BEGIN { print (b > 0 ? a / b : 0) }')"
 
 perf() {  # perf TRANSPORT DENSITY [ENV...]
   local transport=$1 density=$2

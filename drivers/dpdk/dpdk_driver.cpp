@@ -470,7 +470,7 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
   if (max_message < ctx.max_message) {
     limit_note = " (one frame of at most " + std::to_string(frame) + " bytes carries " + std::to_string(max_message) +
                  " bytes of message: set SPARCOLL_MAX_MESSAGE to at most " + std::to_string(max_message) + ")";
-    SC_LOG_WARN("dpdk: messages are limited to %u bytes (frames of %u bytes, %s mode), below max_message=%u "
+    SC_LOG_INFO("dpdk: messages are limited to %u bytes (frames of %u bytes, %s mode), below max_message=%u "
                 "(SPARCOLL_MAX_MESSAGE)",
                 max_message, frame, me.mode.c_str(), ctx.max_message);
   }
