@@ -94,9 +94,9 @@ std::string table_row(const ResultRow& r) {
   char line[768];
   const std::string speedup = r.speedup > 0 ? fmt("%.2fx", r.speedup) : "-";
   // Peers' byte counts come from the dense algorithm's formula, marked with '~'.
-  const char* approx = r.bytes_source == "measured" ? "" : "~";
-  const std::string sent = approx + fmt("%.3f", r.sent_bytes_per_rank / 1e6);
-  const std::string recv = approx + fmt("%.3f", r.recv_bytes_per_rank / 1e6);
+  const char* format = r.bytes_source == "measured" ? "%.3f" : "~%.3f";
+  const std::string sent = fmt(format, r.sent_bytes_per_rank / 1e6);
+  const std::string recv = fmt(format, r.recv_bytes_per_rank / 1e6);
   std::snprintf(line, sizeof line,
                 "  %-8s %-16s %-9s %3d %5d %11llu %10llu %-5s %-4s %8.4f %-10s %5u %11.1f %11.1f %8.3f %8.3f %9s %9s %7s "
                 "%7llu",

@@ -131,8 +131,9 @@ TEST(PerfWorkload, ReferenceEqualsDenseRankOrderReduction) {
             << sparcoll::perf::pattern_name(pattern) << " density " << density << ": " << first;
         // Density: the fraction of non-zero blocks asked for (rank 0 dense in one_dense).
         const std::size_t nblocks = (spec.count + 63) / 64;
-        if (pattern != sparcoll::perf::Pattern::disjoint)
+        if (pattern != sparcoll::perf::Pattern::disjoint) {
           EXPECT_EQ(sparcoll::perf::nonzero_blocks(spec, 1), static_cast<std::size_t>(std::llround(density * nblocks)));
+        }
       }
     }
   }
