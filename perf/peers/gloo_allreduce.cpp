@@ -138,6 +138,16 @@ Flags parse(int argc, char** argv) {
   return f;
 }
 
+// A barrier through the file store, not the sockets: once every rank has passed it, no rank
+// reads from its connections any more, so the first one to close them cannot fail a peer that
+// is still waiting for the last message of a socket barrier ("Connection closed by peer").
+void store_barrier(gloo::rendezvous::Store& store, const std::string& name, int rank, int size, int timeout_s) {
+  store.set(name + "." + std::to_string(rank), std::vector<char>{'1'});
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(name + "." + std::to_string(r));
+  store.wait(keys, std::chrono::seconds(timeout_s));
+}
+
 class GlooCollective final : public sparcoll::perf::Collective {
  public:
   GlooCollective(std::shared_ptr<gloo::Context> context, std::string algo)
@@ -226,10 +236,15 @@ int main(int argc, char** argv) {
       run.default_block = 256;
       run.program = "sparcoll-perf-gloo";
       wrong += sparcoll::perf::run_sweep(gloo_collective, flags.sweep, run);
-      gloo_collective.barrier();
+      store_barrier(prefixed, "done", flags.rank, flags.size, flags.timeout_s);
     }
-    // Everyone is done with the store (the last barrier): rank 0 removes the directory.
-    if (flags.rank == 0) std::filesystem::remove_all(flags.store_dir, ec);
+    // Rank 0 removes the directory once every rank is past its last wait on the store.
+    if (flags.rank == 0) {
+      store_barrier(store, "left", flags.rank, flags.size, flags.timeout_s);
+      std::filesystem::remove_all(flags.store_dir, ec);
+    } else {
+      store.set("left." + std::to_string(flags.rank), std::vector<char>{'1'});
+    }
     return wrong == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sparcoll-perf-gloo: rank %d: %s\n", flags.rank, e.what());
