@@ -114,6 +114,7 @@ DpdkChannel::DpdkChannel(ChannelSetup setup)
   link_settle_ = hz_ / 20;      // 50 ms
   liveness_ = hz_ / 1000 * setup_.liveness_ms;
   now_ = rte_rdtsc();
+  rng_ = now_ | 1;
   for (const TxTarget& t : setup_.targets) {
     auto b = std::make_unique<Backlog>();
     b->port = t.port;
@@ -292,7 +293,7 @@ SendResult DpdkChannel::send(std::uint32_t peer_index, const struct iovec* iov, 
   if (seq == p.base) {
     // The first message in flight: the timers start now.
     p.last_progress = now_;
-    p.timer = now_ + rto(p);
+    arm_timer(p);
   }
   transmit_data(p, seq);
   if (b.count >= kBurst) flush(b);
@@ -556,6 +557,16 @@ void DpdkChannel::sample_rtt(Peer& p, std::uint64_t rtt) {
   p.srtt = (7 * p.srtt + rtt) / 8;
 }
 
+void DpdkChannel::arm_timer(Peer& p) {
+  // Up to 1/8 of jitter: timers of different peers (and a periodic loss pattern such as the
+  // drop hook's) must not stay in lockstep, or the same frames could be lost round after round.
+  rng_ ^= rng_ << 13;
+  rng_ ^= rng_ >> 7;
+  rng_ ^= rng_ << 17;
+  const std::uint64_t wait = rto(p);
+  p.timer = now_ + wait + rng_ % (wait / 8 + 1);
+}
+
 std::uint64_t DpdkChannel::rto(const Peer& p) const {
   std::uint64_t base = p.srtt == 0 ? rto_initial_ : p.srtt + 4 * p.rttvar;
   base = std::clamp(base, rto_min_, rto_max_);
@@ -597,7 +608,7 @@ void DpdkChannel::on_ack_fields(Peer& p, const FrameHeader& h) {
   if (progress) {
     p.last_progress = now_;
     p.backoff = 0;
-    p.timer = now_ + rto(p);
+    arm_timer(p);
   }
   if (!progress || (p.state != Peer::State::open && p.state != Peer::State::fin_sent)) return;
   // A frame is lost when three later frames arrived (first transmissions), or when a frame
@@ -715,7 +726,7 @@ void DpdkChannel::on_timeout(Peer& p) {
     transmit_data(p, seq);
   }
   if (p.backoff < kMaxBackoff) ++p.backoff;
-  p.timer = now_ + rto(p);
+  arm_timer(p);
 }
 
 void DpdkChannel::housekeeping() {

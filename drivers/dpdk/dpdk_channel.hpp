@@ -166,6 +166,7 @@ class DpdkChannel final : public Channel {
   void on_timeout(Peer& p);
   void sample_rtt(Peer& p, std::uint64_t rtt);
   std::uint64_t rto(const Peer& p) const;
+  void arm_timer(Peer& p);
   void check_gone_peers();
   void fail(ErrorCode code, std::string message);
   bool touchable(const Peer& p) const;
@@ -186,6 +187,7 @@ class DpdkChannel final : public Channel {
   bool closing_ = false;
   std::uint64_t now_ = 0;
   std::uint64_t data_transmissions_ = 0;  // for the drop hook
+  std::uint64_t rng_ = 1;                 // xorshift state for timer jitter
   // Clock constants in TSC cycles.
   std::uint64_t hz_ = 0;
   std::uint64_t rto_min_ = 0;

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <sstream>
@@ -115,7 +116,8 @@ const EalState& start_eal(const std::string& user_args) {
     }
     state->tsc_hz = rte_get_tsc_hz();
   });
-  if (state->status.ok() && !state->reused && user_args != *first_args)
+  static std::atomic<bool> warned{false};
+  if (state->status.ok() && !state->reused && user_args != *first_args && !warned.exchange(true))
     SC_LOG_WARN("dpdk: the EAL runs with '%s' since the first dpdk driver of this process; SPARCOLL_DPDK_EAL_ARGS='%s' "
                 "is ignored",
                 join_args(state->args).c_str(), user_args.c_str());

@@ -1,12 +1,20 @@
 #include "dpdk_port.hpp"
 
 #include <arpa/inet.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "dpdk_eal.hpp"
+#include "dpdk_rte.hpp"
 
 namespace sparcoll::transport::dpdk {
 namespace {
@@ -23,6 +31,79 @@ std::map<std::uint16_t, std::vector<rte_mempool*>>& parked() {
   static auto* pools = new std::map<std::uint16_t, std::vector<rte_mempool*>>;
   return *pools;
 }
+
+// Runs jobs on the EAL's interrupt thread. memif handles its control channels there, and a
+// memif port stopped from another thread races with that thread's handling of the same port's
+// disconnect (both free its regions and control channel: "EAL: Error: Invalid memory", crashes
+// in the interrupt thread). Stopped from the interrupt thread itself, the two never overlap.
+class InterruptThread {
+ public:
+  static InterruptThread& instance() {
+    static auto* runner = new InterruptThread;  // never destroyed: the EAL outlives statics
+    return *runner;
+  }
+
+  // Runs `job` there and waits for it (for 10 s at most: the interrupt thread may be
+  // descheduled on a busy machine; a job still queued then owns what it uses and runs later).
+  // False if the job could not be queued: then the caller runs it itself.
+  bool run(std::function<void()> job) {
+    if (!ready_) return false;
+    auto entry = std::make_shared<Job>();
+    entry->fn = std::move(job);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(entry);
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t wrote = write(efd_, &one, sizeof one);  // a full counter still wakes it
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait_for(lock, std::chrono::seconds(10), [&] { return entry->done; });
+    return true;
+  }
+
+ private:
+  struct Job {
+    std::function<void()> fn;
+    bool done = false;
+  };
+
+  InterruptThread() {
+    efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (efd_ < 0) return;
+    handle_ = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+    if (handle_ == nullptr || rte_intr_fd_set(handle_, efd_) != 0 || rte_intr_type_set(handle_, RTE_INTR_HANDLE_EXT) != 0)
+      return;
+    ready_ = rte_intr_callback_register(handle_, &InterruptThread::on_event, this) == 0;
+  }
+
+  static void on_event(void* arg) {
+    auto* self = static_cast<InterruptThread*>(arg);
+    std::uint64_t count = 0;
+    [[maybe_unused]] ssize_t got = read(self->efd_, &count, sizeof count);
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::lock_guard<std::mutex> lock(self->mutex_);
+        if (self->queue_.empty()) return;
+        job = self->queue_.front();
+        self->queue_.pop_front();
+      }
+      job->fn();
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      job->done = true;
+      self->done_.notify_all();
+    }
+  }
+
+  int efd_ = -1;
+  rte_intr_handle* handle_ = nullptr;
+  bool ready_ = false;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::deque<std::shared_ptr<Job>> queue_;
+};
+
+void close_port_here(PortHandle& port);
 
 std::string port_name(std::uint16_t port) {
   char name[RTE_ETH_NAME_MAX_LEN] = {};
@@ -73,10 +154,15 @@ bool start_ports(std::vector<PortHandle>& ports) {
   return all;
 }
 
-void stop_port(PortHandle& port) {
-  std::lock_guard<std::mutex> lock(control_mutex());
-  if (port.started && !port.closed) (void)rte_eth_dev_stop(port.id);
-  port.started = false;
+void restart_port(PortHandle& port) {
+  if (!port.started || port.closed || !port.vdev) return;
+  const std::uint16_t id = port.id;
+  auto stop = [id] {
+    std::lock_guard<std::mutex> lock(control_mutex());
+    (void)rte_eth_dev_stop(id);
+  };
+  if (!InterruptThread::instance().run(stop)) stop();
+  port.started = false;  // the caller's next start_ports() connects again
 }
 
 bool link_up(const PortHandle& port) {
@@ -236,6 +322,21 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
 }
 
 void close_port(PortHandle& port) {
+  if (port.closed) return;
+  if (port.vdev) {
+    // memif: on the interrupt thread (see InterruptThread), on a copy the job owns.
+    auto job = [copy = port]() mutable { close_port_here(copy); };
+    if (!InterruptThread::instance().run(job)) close_port_here(port);
+    port.closed = true;
+    port.started = false;
+    return;
+  }
+  close_port_here(port);
+}
+
+namespace {
+
+void close_port_here(PortHandle& port) {
   std::lock_guard<std::mutex> lock(control_mutex());
   if (port.closed) return;
   port.closed = true;
@@ -253,6 +354,8 @@ void close_port(PortHandle& port) {
     if (port.claimed) claimed_ports().erase(port.id);
   }
 }
+
+}  // namespace
 
 void park_pools(std::uint16_t port, std::vector<rte_mempool*> pools) {
   std::lock_guard<std::mutex> lock(control_mutex());

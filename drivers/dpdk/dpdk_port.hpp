@@ -30,8 +30,9 @@ Status create_memif_port(const std::string& name, const std::string& args, const
                          PortHandle* out);
 // Starts every created memif port of `ports` not started yet; true when all are started.
 bool start_ports(std::vector<PortHandle>& ports);
-// Stops a started port (a memif client whose handshake failed, to connect again).
-void stop_port(PortHandle& port);
+// Stops a started memif port (on the interrupt thread, like close_port), so that the next
+// start_ports() connects it again: for a client whose handshake never completed.
+void restart_port(PortHandle& port);
 bool link_up(const PortHandle& port);
 
 // What a shared port offers, read before it is configured.
