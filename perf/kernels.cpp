@@ -102,16 +102,16 @@ volatile float g_sink = 0;
 
 float sum_range(const float* p, std::size_t n) {
 #if defined(__AVX2__)
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  // Eight independent accumulators: enough loads in flight to be bound by memory, not by the
+  // latency of the additions.
+  __m256 a[8];
+  for (auto& v : a) v = _mm256_setzero_ps();
   std::size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-  }
+  for (; i + 64 <= n; i += 64)
+    for (int k = 0; k < 8; ++k) a[k] = _mm256_add_ps(a[k], _mm256_loadu_ps(p + i + 8 * k));
+  for (int k = 1; k < 8; ++k) a[0] = _mm256_add_ps(a[0], a[k]);
   alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  _mm256_store_ps(lanes, a[0]);
   float s = 0;
   for (float v : lanes) s += v;
   for (; i < n; ++i) s += p[i];
