@@ -93,6 +93,23 @@ class Communicator {
   // options.max_inflight operations (rounded up to a power of two) run at once; more wait for a
   // free slot inside the call.
   Request iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  // The same with the algorithm named per call (Algorithm::from_options = options().algo). Every
+  // rank must name the same one. Block-sparse runs on the progress threads; the others on the
+  // communicator's collective thread, one after another in call order.
+  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo);
+  Request iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo);
+
+  // buffer (count elements) on every rank = buffer on `root`.
+  void broadcast(void* buffer, std::size_t count, DataType dtype, int root);
+  Request ibroadcast(void* buffer, std::size_t count, DataType dtype, int root);
+  // recv (size() * count elements) = every rank's send (count elements), in rank order. In
+  // place when send == recv + rank() * count elements.
+  void allgather(const void* send, void* recv, std::size_t count, DataType dtype);
+  Request iallgather(const void* send, void* recv, std::size_t count, DataType dtype);
+  // recv (count elements) = reduce over ranks of elements [rank()*count, (rank()+1)*count) of
+  // send (size() * count elements).
+  void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
 
   // Every rank waits until every rank has called barrier().
   void barrier();

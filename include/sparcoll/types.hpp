@@ -12,6 +12,18 @@ namespace sparcoll {
 enum class DataType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, i32 = 3 };
 enum class ReduceOp : std::uint8_t { sum = 0, avg = 1, min = 2, max = 3 };
 
+// How an allreduce runs (docs/algorithms.md). Values are part of the C ABI: append only.
+enum class Algorithm : std::uint8_t {
+  from_options = 0,             // Options::algo (SPARCOLL_ALGO)
+  auto_select = 1,              // "auto": the cost model picks one of the exact algorithms below
+  block_sparse = 2,             // streaming block-sparse aggregation (OmniReduce)
+  ring = 3,                     // dense ring: reduce-scatter + allgather
+  butterfly = 4,                // dense recursive halving/doubling (Rabenseifner)
+  ssar_recursive_doubling = 5,  // SparCML static sparse allreduce, recursive doubling
+  ssar_split_allgather = 6,     // SparCML static sparse allreduce, split + allgather
+  dsar_split_allgather = 7,     // SparCML dynamic sparse allreduce (densifies past break-even)
+};
+
 constexpr std::size_t dtype_size(DataType t) noexcept {
   switch (t) {
     case DataType::f32: return 4;
@@ -29,5 +41,7 @@ std::string_view dtype_name(DataType t) noexcept;
 std::string_view reduce_op_name(ReduceOp op) noexcept;
 std::optional<DataType> parse_dtype(std::string_view name) noexcept;     // "f32", "float32", ...
 std::optional<ReduceOp> parse_reduce_op(std::string_view name) noexcept;  // "sum", "avg", ...
+std::string_view algorithm_name(Algorithm a) noexcept;                    // "ring", "auto", ...
+std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept;
 
 }  // namespace sparcoll

@@ -56,6 +56,45 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, Da
   iallreduce(send, recv, count, dtype, op).wait();
 }
 
+Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                 Algorithm algo) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iallreduce(send, recv, count, dtype, op, algo, &state));
+  return Request(impl_, std::move(state));
+}
+
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                             Algorithm algo) {
+  iallreduce(send, recv, count, dtype, op, algo).wait();
+}
+
+Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType dtype, int root) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->ibroadcast(buffer, count, dtype, root, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::broadcast(void* buffer, std::size_t count, DataType dtype, int root) {
+  ibroadcast(buffer, count, dtype, root).wait();
+}
+
+Request Communicator::iallgather(const void* send, void* recv, std::size_t count, DataType dtype) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iallgather(send, recv, count, dtype, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::allgather(const void* send, void* recv, std::size_t count, DataType dtype) {
+  iallgather(send, recv, count, dtype).wait();
+}
+
+Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->ireduce_scatter(send, recv, count, dtype, op, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+  ireduce_scatter(send, recv, count, dtype, op).wait();
+}
+
 void Communicator::barrier() {
   std::int32_t token = 0;
   allreduce(&token, &token, 1, DataType::i32, ReduceOp::sum);

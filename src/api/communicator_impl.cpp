@@ -12,13 +12,15 @@ namespace sparcoll::detail {
 
 namespace {
 
-// The processes this one exchanges messages with: workers talk to aggregators and back.
+// The processes this one exchanges messages with: workers talk to aggregators and back, and to
+// each other (the peer-to-peer collectives).
 std::vector<std::uint32_t> peers_of(const engine::JobLayout& layout) {
   std::vector<std::uint32_t> peers;
   for (std::uint32_t p = 0; p < layout.processes(); ++p) {
     if (p == layout.self) continue;
     const bool p_aggregates = layout.dedicated == 0 || p >= layout.workers;
-    const bool talks = (layout.self_is_worker() && p_aggregates) || (layout.self_aggregates() && layout.is_worker(p));
+    const bool talks = (layout.self_is_worker() && (p_aggregates || layout.is_worker(p))) ||
+                       (layout.self_aggregates() && layout.is_worker(p));
     if (talks) peers.push_back(p);
   }
   return peers;
@@ -101,7 +103,9 @@ Status CommunicatorImpl::setup(const Options& options) {
     ctx.self = membership_.self;
     ctx.processes = membership_.processes;
     ctx.peers = peers;
-    ctx.channels = options_.threads;
+    // Channels 0..threads-1 belong to the engine's shards, the last one to the collective
+    // thread (every process creates it, so channel numbers agree everywhere).
+    ctx.channels = options_.threads + 1;
     ctx.max_message = options_.max_message;
     ctx.deadline_ms = options_.connect_timeout_ms;
     s = transport::create_driver(membership_.transport, ctx, &driver_);
@@ -123,8 +127,13 @@ Status CommunicatorImpl::setup(const Options& options) {
   SC_LOG_INFO("joined: %u workers, %u dedicated aggregators, transport %s, %u lanes, window %u blocks%s",
               membership_.workers, membership_.dedicated, membership_.transport.c_str(), options_.lanes,
               cfg.window_capacity, cfg.yield_when_waiting ? ", yielding (more busy threads than cores)" : "");
+  const bool yield = cfg.yield_when_waiting;
   engine_ = std::make_unique<engine::Engine>(std::move(cfg), driver_.get());
   engine_->start();
+  if (options_.role == Role::worker)
+    executor_ = std::make_unique<coll::Executor>(driver_ ? &driver_->channel(options_.threads) : nullptr,
+                                                 membership_.self, membership_.workers, options_, yield,
+                                                 engine_.get());
   return Status();
 }
 
@@ -138,6 +147,8 @@ void CommunicatorImpl::shutdown() {
       while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
     }
   }
+  // The collective thread finishes what it runs and stops before the peers are told we leave.
+  executor_.reset();
   if (engine_ && engine_->broken()) {
     // Linger before closing: peers then see the root cause (say, a dead rank) themselves rather
     // than this process closing its transport.
@@ -272,6 +283,149 @@ Status CommunicatorImpl::wait(RequestState& request) {
   // caller, need the cores.
   while (request.done.load(std::memory_order_acquire) == 0) request.done.wait(0, std::memory_order_acquire);
   return request.status;
+}
+
+}  // namespace sparcoll::detail
+
+namespace sparcoll::detail {
+
+namespace {
+
+// Empty when a plain buffer argument is fine, else what is wrong with it.
+std::string check_buffer(const char* name, const void* p, std::size_t count, DataType dtype) {
+  if (count == 0) return std::string();
+  if (p == nullptr) return std::string(name) + " is null with count " + std::to_string(count);
+  if (reinterpret_cast<std::uintptr_t>(p) % dtype_size(dtype) != 0)
+    return std::string(name) + " " + hex(p) + " is not aligned to the " + std::to_string(dtype_size(dtype)) + "-byte " +
+           std::string(dtype_name(dtype)) + " element";
+  return std::string();
+}
+
+std::string check_dtype_op(DataType dtype, const ReduceOp* op) {
+  if (!dtype_valid(static_cast<std::uint8_t>(dtype)))
+    return "dtype " + std::to_string(static_cast<int>(dtype)) + " is not one of f32, f16, bf16, i32";
+  if (op && !reduce_op_valid(static_cast<std::uint8_t>(*op)))
+    return "op " + std::to_string(static_cast<int>(*op)) + " is not one of sum, avg, min, max";
+  return std::string();
+}
+
+bool overlaps(const void* a, std::size_t abytes, const void* b, std::size_t bbytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return abytes && bbytes && x < y + bbytes && y < x + abytes;
+}
+
+}  // namespace
+
+Status CommunicatorImpl::check_usable(const char* what) const {
+  if (engine_->broken())
+    return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
+  if (!executor_) return Status(ErrorCode::invalid_argument, std::string(what) + " is for workers, not aggregators");
+  return Status();
+}
+
+Algorithm CommunicatorImpl::resolve(Algorithm algo, std::size_t count, DataType dtype) const {
+  (void)count, (void)dtype;
+  if (algo == Algorithm::from_options) algo = parse_algorithm(options_.algo).value_or(Algorithm::block_sparse);
+  if (algo == Algorithm::auto_select) algo = Algorithm::block_sparse;
+  return algo;
+}
+
+Status CommunicatorImpl::submit(coll::CollOp& op, std::shared_ptr<RequestState>* out) {
+  op.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  op.request = std::make_shared<RequestState>();
+  *out = op.request;
+  executor_->submit(op);
+  return Status();
+}
+
+Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                    Algorithm algo, std::shared_ptr<RequestState>* out) {
+  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::dsar_split_allgather))
+    return Status(ErrorCode::invalid_argument,
+                  "allreduce: algorithm " + std::to_string(static_cast<int>(algo)) + " is not a known algorithm");
+  const Algorithm chosen = resolve(algo, count, dtype);
+  if (chosen == Algorithm::block_sparse) return iallreduce(send, recv, count, dtype, op, out);
+  if (Status s = check_usable("allreduce"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::allreduce;
+  c.algo = chosen;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = op;
+  const std::string problem = check_arguments(send, recv, count, dtype, op);
+  c.invalid = problem.empty() ? std::string() : "allreduce op " + std::to_string(c.seq) + ": " + problem;
+  if (!problem.empty()) c.count = 0;
+  return submit(c, out);
+}
+
+Status CommunicatorImpl::ibroadcast(void* buffer, std::size_t count, DataType dtype, int root,
+                                    std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("broadcast"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::broadcast;
+  c.algo = Algorithm::ring;
+  c.send = buffer;
+  c.recv = buffer;
+  c.count = count;
+  c.dtype = dtype;
+  c.root = static_cast<std::uint32_t>(root);
+  std::string problem = check_dtype_op(dtype, nullptr);
+  if (problem.empty() && (root < 0 || root >= size()))
+    problem = "root " + std::to_string(root) + " is not a rank of this " + std::to_string(size()) + "-rank communicator";
+  if (problem.empty()) problem = check_buffer("buffer", buffer, count, dtype);
+  c.invalid = problem.empty() ? std::string() : "broadcast " + std::to_string(c.seq) + ": " + problem;
+  if (!problem.empty()) c.count = 0;
+  return submit(c, out);
+}
+
+Status CommunicatorImpl::iallgather(const void* send, void* recv, std::size_t count, DataType dtype,
+                                    std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("allgather"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::allgather;
+  c.algo = Algorithm::ring;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  std::string problem = check_dtype_op(dtype, nullptr);
+  if (problem.empty()) problem = check_buffer("sendbuf", send, count, dtype);
+  if (problem.empty()) problem = check_buffer("recvbuf", recv, count, dtype);
+  if (problem.empty() && count > 0) {
+    const std::size_t bytes = count * dtype_size(dtype);
+    const auto* mine = static_cast<const std::byte*>(recv) + static_cast<std::size_t>(rank()) * bytes;
+    if (send != mine && overlaps(send, bytes, recv, bytes * size()))
+      problem = "sendbuf overlaps recvbuf without being this rank's slot in it (recvbuf + rank * count)";
+  }
+  c.invalid = problem.empty() ? std::string() : "allgather " + std::to_string(c.seq) + ": " + problem;
+  if (!problem.empty()) c.count = 0;
+  return submit(c, out);
+}
+
+Status CommunicatorImpl::ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                         std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("reduce_scatter"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::reduce_scatter;
+  c.algo = Algorithm::ring;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = op;
+  std::string problem = check_dtype_op(dtype, &op);
+  if (problem.empty() && count > (std::size_t{1} << 56) / static_cast<std::size_t>(size()))
+    problem = "count " + std::to_string(count) + " times " + std::to_string(size()) + " ranks exceeds 2^56 elements";
+  if (problem.empty()) problem = check_buffer("sendbuf", send, count * static_cast<std::size_t>(size()), dtype);
+  if (problem.empty()) problem = check_buffer("recvbuf", recv, count, dtype);
+  if (problem.empty() &&
+      overlaps(send, count * size() * dtype_size(dtype), recv, count * dtype_size(dtype)))
+    problem = "sendbuf and recvbuf overlap";
+  c.invalid = problem.empty() ? std::string() : "reduce_scatter " + std::to_string(c.seq) + ": " + problem;
+  if (!problem.empty()) c.count = 0;
+  return submit(c, out);
 }
 
 }  // namespace sparcoll::detail

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "coll/executor.hpp"
 #include "control/bootstrap.hpp"
 #include "engine/engine.hpp"
 #include "sparcoll/communicator.hpp"
@@ -21,6 +22,13 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                     std::shared_ptr<RequestState>* out);
+  Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo,
+                    std::shared_ptr<RequestState>* out);
+  Status ibroadcast(void* buffer, std::size_t count, DataType dtype, int root, std::shared_ptr<RequestState>* out);
+  Status iallgather(const void* send, void* recv, std::size_t count, DataType dtype,
+                    std::shared_ptr<RequestState>* out);
+  Status ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                         std::shared_ptr<RequestState>* out);
   Status register_buffer(const void* buffer, std::size_t bytes);
   Status deregister_buffer(const void* buffer);
   // Waits for the request; returns its outcome.
@@ -40,12 +48,19 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
  private:
   CommunicatorImpl() = default;
   Status setup(const Options& options);
+  // The algorithm an allreduce runs: `algo` resolved against options().algo and, for "auto",
+  // the cost model.
+  Algorithm resolve(Algorithm algo, std::size_t count, DataType dtype) const;
+  // Hands a filled peer-to-peer collective to the collective thread.
+  Status submit(coll::CollOp& op, std::shared_ptr<RequestState>* out);
+  Status check_usable(const char* what) const;
   void shutdown();
 
   Options options_;
   control::Membership membership_;
   std::unique_ptr<transport::Driver> driver_;
   std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<coll::Executor> executor_;  // workers only
   std::uint32_t next_op_id_ = 0;
   std::vector<std::uint64_t> signed_zero_;  // scratch for in-place scans (capacity reused)
   struct RegisteredBuffer {

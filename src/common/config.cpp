@@ -23,7 +23,9 @@ namespace {
 
 // The allowed values of enumerated options, each listed once: parsing, validation and the
 // docs all read these. A new algorithm or transport is added here.
-constexpr std::array<std::string_view, 1> kAlgorithms = {"block_sparse"};
+constexpr std::array<std::string_view, 7> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
+                                                        "ssar_recursive_doubling", "ssar_split_allgather",
+                                                        "dsar_split_allgather"};
 constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
 constexpr std::array<std::string_view, 4> kPollModes = {"spin", "yield", "auto", "event"};
 constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
@@ -363,7 +365,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
        {}, &parse_choice<&Options::transport, kTransports>},
-      {"SPARCOLL_ALGO", "algo", "block_sparse", "collective algorithm: block_sparse.", {},
+      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call does not name one: block_sparse | auto (cost model) | ring | butterfly | ssar_recursive_doubling | ssar_split_allgather | dsar_split_allgather (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},

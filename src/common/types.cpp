@@ -1,4 +1,5 @@
 #include "sparcoll/types.hpp"
+#include <iterator>
 
 namespace sparcoll {
 
@@ -35,6 +36,24 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view s) noexcept {
   if (s == "avg" || s == "mean") return ReduceOp::avg;
   if (s == "min") return ReduceOp::min;
   if (s == "max") return ReduceOp::max;
+  return std::nullopt;
+}
+
+namespace {
+// Names as SPARCOLL_ALGO spells them; index = the enum's value.
+constexpr std::string_view kAlgorithmNames[] = {"default", "auto", "block_sparse", "ring", "butterfly",
+                                                 "ssar_recursive_doubling", "ssar_split_allgather",
+                                                 "dsar_split_allgather"};
+}  // namespace
+
+std::string_view algorithm_name(Algorithm a) noexcept {
+  const auto i = static_cast<std::size_t>(a);
+  return i < std::size(kAlgorithmNames) ? kAlgorithmNames[i] : "?";
+}
+
+std::optional<Algorithm> parse_algorithm(std::string_view s) noexcept {
+  for (std::size_t i = 1; i < std::size(kAlgorithmNames); ++i)
+    if (s == kAlgorithmNames[i]) return static_cast<Algorithm>(i);
   return std::nullopt;
 }
 

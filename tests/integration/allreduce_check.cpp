@@ -5,7 +5,7 @@
 //   sparcoll-check [--dtypes f32,f16,bf16,i32] [--ops sum,avg,min,max] [--sizes 0,1,255,257]
 //                  [--densities 0,0.001,0.01,0.1,1] [--patterns random,overlap,disjoint,one_dense]
 //                  [--inflight N] [--repeat N] [--seed S] [--negative-zeros]
-//                  [--register] [--deny-registration] [--traffic]
+//                  [--register] [--deny-registration] [--traffic] [--algo NAME]
 // Every result is also hashed and the hashes compared across ranks: results must be bitwise
 // identical everywhere. --negative-zeros writes -0.0 into the zero elements of odd ranks' float
 // inputs (they still count as zero). --register registers every send buffer for zero-copy
@@ -14,6 +14,7 @@
 // `ulimit -l` would (drops CAP_IPC_LOCK, memlock limit 0), so sends must fall back to copying.
 // --traffic: rank 0 finally prints the packet counters summed over the ranks
 // ("traffic (all ranks): packets_sent=… retransmitted=… dropped_invalid=… duplicates=… ").
+// --algo runs every case with that algorithm (ring, butterfly, auto, ...; default: the options').
 // Prints "sparcoll-check: N cases passed" on rank 0; exits 1 on the first wrong element.
 #include <linux/capability.h>
 #include <sys/resource.h>
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
                            sizes = {"0", "1", "255", "257"}, densities = {"0", "0.001", "0.01", "0.1", "1"},
                            patterns = {"random", "overlap", "disjoint"};
   int inflight = 3, repeat = 1;
+  sparcoll::Algorithm algo = sparcoll::Algorithm::from_options;
   std::uint64_t seed = 7;
   bool negative_zeros = false, register_buffers = false, deny_registration = false, traffic = false;
   for (int i = 1; i < argc; ++i) {
@@ -134,7 +136,11 @@ int main(int argc, char** argv) {
     else if (a == "--patterns") patterns = split(v);
     else if (a == "--inflight") inflight = std::atoi(v.c_str());
     else if (a == "--repeat") repeat = std::atoi(v.c_str());
-    else if (a == "--seed") seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (a == "--algo") {
+      auto parsed = sparcoll::parse_algorithm(v);
+      if (!parsed) usage(("unknown algorithm " + v).c_str());
+      algo = *parsed;
+    } else if (a == "--seed") seed = std::strtoull(v.c_str(), nullptr, 10);
     else usage(("unknown flag " + a).c_str());
   }
   if (inflight < 1) usage("--inflight must be >= 1");
@@ -183,7 +189,7 @@ int main(int argc, char** argv) {
         c.recv.assign(c.send.size(), std::byte{0x7b});
         void* out = c.in_place ? c.send.data() : c.recv.data();
         if (register_buffers && !c.send.empty()) comm.register_buffer(c.send.data(), c.send.size());
-        c.request = comm.iallreduce(c.send.data(), out, c.spec.count, c.spec.dtype, c.op);
+        c.request = comm.iallreduce(c.send.data(), out, c.spec.count, c.spec.dtype, c.op, algo);
       }
       for (std::size_t i = first; i < last; ++i) {
         Case& c = cases[i];

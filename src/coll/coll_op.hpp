@@ -1,0 +1,50 @@
+// One peer-to-peer collective (anything but block-sparse aggregation) as the calling thread
+// hands it to the collective thread: plain arguments, no callables, so the hand-over is a
+// pointer through an SPSC queue.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/op_state.hpp"
+#include "sparcoll/types.hpp"
+
+namespace sparcoll::coll {
+
+enum class CollKind : std::uint8_t { allreduce, broadcast, allgather, reduce_scatter, sparse_allreduce };
+
+// The sparse (index-value) input and output of allreduce_sparse; owned by the caller.
+struct SparseArgs {
+  const std::uint32_t* indices = nullptr;  // sorted, unique, < dim
+  const void* values = nullptr;            // nnz values of `dtype`
+  std::size_t nnz = 0;
+  std::size_t dim = 0;
+  void* result = nullptr;                  // SparseResult* (communicator.hpp), filled on success
+};
+
+struct CollOp {
+  CollKind kind = CollKind::allreduce;
+  Algorithm algo = Algorithm::ring;  // resolved: never from_options or auto_select here
+  std::uint32_t seq = 0;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;  // allreduce: elements; allgather: per rank; reduce_scatter: per rank out
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  std::uint32_t root = 0;
+  SparseArgs sparse;
+  // Non-empty when this rank's arguments are invalid: the collective thread tells the other
+  // ranks (so they fail this collective too, instead of waiting) and fails it with this text.
+  std::string invalid;
+  std::chrono::steady_clock::time_point deadline;
+  std::shared_ptr<detail::RequestState> request;
+  // 1 from submission until the collective thread finished it (the slot may then be reused).
+  std::atomic<std::uint32_t> busy{0};
+};
+
+}  // namespace sparcoll::coll

@@ -1,0 +1,58 @@
+// The collective thread: runs the peer-to-peer collectives (ring, butterfly, SparCML, broadcast,
+// allgather, reduce-scatter, ...) one after another, in the order the calling thread issued
+// them, on the driver's collective channel. Block-sparse allreduce runs on the engine's shards
+// instead; the two streams are independent (each is ordered the same way on every rank).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "algo/p2p_algorithms.hpp"
+#include "coll/coll_op.hpp"
+#include "coll/peers.hpp"
+#include "engine/spsc_queue.hpp"
+#include "sparcoll/options.hpp"
+
+namespace sparcoll::engine {
+class Engine;
+}
+
+namespace sparcoll::coll {
+
+class Executor {
+ public:
+  // `channel` is null for a single-worker job. `engine` learns of failures that break the
+  // communicator (a dead peer, a timeout, a corrupt message).
+  Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, const Options& options,
+           bool yield_when_waiting, engine::Engine* engine);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Calling thread: a free op slot for the next collective (waits while max_inflight run).
+  CollOp& next_slot();
+  // Calling thread: starts the op returned by next_slot() (fields filled in).
+  void submit(CollOp& op);
+  // Calling thread: waits until every submitted collective finished (teardown).
+  void drain();
+
+ private:
+  void run();
+  Status execute(CollOp& op);
+
+  Peers peers_;
+  Options options_;
+  engine::Engine* engine_;
+  std::vector<std::unique_ptr<CollOp>> slots_;
+  std::uint32_t next_seq_ = 0;
+  engine::SpscQueue<CollOp*> queue_;
+  std::atomic<std::uint32_t> wake_{0};
+  std::atomic<bool> stop_{false};
+  algo::Scratch scratch_;
+  std::thread thread_;
+};
+
+}  // namespace sparcoll::coll

@@ -1,0 +1,363 @@
+#include "coll/peers.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "block/reduce.hpp"
+
+namespace sparcoll::coll {
+
+namespace {
+constexpr int kPollBatch = 32;
+// A logical message larger than this is not something any algorithm sends: treat it as corrupt.
+constexpr std::uint64_t kMaxLogicalBytes = std::uint64_t{1} << 44;
+}  // namespace
+
+Peers::Peers(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, bool yield_when_waiting)
+    : channel_(channel), rank_(rank), size_(size), yield_(yield_when_waiting) {
+  if (channel_ != nullptr) fragment_payload_ = (channel_->max_message() - sizeof(PeerHeader)) / 8 * 8;
+  sends_.reserve(64);
+  recvs_.reserve(64);
+}
+
+void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadline) {
+  seq_ = seq;
+  what_ = std::move(what);
+  deadline_ = deadline;
+  failed_ = false;
+  failure_ = Status();
+  sends_.clear();
+  recvs_.clear();
+  bytes_sent_ = bytes_received_ = messages_sent_ = messages_received_ = 0;
+  // Stashed fragments of collectives before this one belong to failed ones: drop them.
+  for (Stashed& st : stash_)
+    if (st.used && static_cast<std::int32_t>(st.seq - seq) < 0) st.used = false;
+  for (std::size_t i = 0; i < early_aborts_.size(); ++i)
+    if (early_aborts_[i].seq == seq) {
+      fail(Status(early_aborts_[i].code, what_ + ": " + early_aborts_[i].reason));
+      early_aborts_.erase(early_aborts_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+}
+
+bool Peers::seq_failed(std::uint32_t seq) const {
+  for (std::uint32_t f : failed_seqs_)
+    if (f == seq) return true;
+  return false;
+}
+
+void Peers::forget_failed() {
+  if (failed_seqs_.size() >= 64) failed_seqs_.erase(failed_seqs_.begin());
+  failed_seqs_.push_back(seq_);
+}
+
+void Peers::fail(Status s) {
+  if (failed_) return;
+  failed_ = true;
+  failure_ = std::move(s);
+}
+
+void Peers::send(std::uint32_t peer, std::uint32_t tag, const void* data, std::size_t bytes) {
+  if (peer >= size_ || peer == rank_ || channel_ == nullptr) {
+    fail(Status(ErrorCode::internal, step_name(tag) + ": send to " + peer_name(peer) + " from rank " +
+                                         std::to_string(rank_) + " of " + std::to_string(size_)));
+    return;
+  }
+  sends_.push_back(PendingSend{peer, tag, static_cast<const std::byte*>(data), bytes, 0, false});
+}
+
+void Peers::recv(std::uint32_t peer, std::uint32_t tag, void* dst, std::size_t bytes) {
+  post(PostedRecv{peer, tag, RecvMode::copy, static_cast<std::byte*>(dst), nullptr, bytes, 0, SIZE_MAX,
+                  DataType::f32, ReduceOp::sum, false});
+}
+
+void Peers::recv_reduce(std::uint32_t peer, std::uint32_t tag, void* acc, std::size_t count, DataType acc_type,
+                        ReduceOp op) {
+  post(PostedRecv{peer, tag, RecvMode::reduce, static_cast<std::byte*>(acc), nullptr, count * 4, 0, SIZE_MAX,
+                  acc_type, op, false});
+}
+
+void Peers::recv_any(std::uint32_t peer, std::uint32_t tag, std::vector<std::byte>* dst, std::size_t max_bytes) {
+  post(PostedRecv{peer, tag, RecvMode::any, nullptr, dst, max_bytes, 0, SIZE_MAX, DataType::f32, ReduceOp::sum,
+                  false});
+}
+
+void Peers::post(PostedRecv r) {
+  if (r.peer >= size_ || r.peer == rank_ || channel_ == nullptr) {
+    fail(Status(ErrorCode::internal, step_name(r.tag) + ": receive from " + peer_name(r.peer) + " on rank " +
+                                         std::to_string(rank_) + " of " + std::to_string(size_)));
+    return;
+  }
+  recvs_.push_back(r);
+  PostedRecv& posted = recvs_.back();
+  // A faster peer may have sent it already.
+  for (Stashed& s : stash_) {
+    if (!s.used || s.peer != r.peer || s.seq != seq_ || s.tag != r.tag) continue;
+    if (!check_total(posted, s.total)) return;
+    // The stash holds a prefix [0, received) in order: the transport delivers a peer's
+    // fragments in order.
+    if (s.received > 0 || s.total == 0) (void)deliver(posted, s.total, 0, s.data.data(), s.received);
+    s.used = false;
+    return;
+  }
+}
+
+bool Peers::check_total(PostedRecv& r, std::uint64_t total) {
+  if (r.total != SIZE_MAX) {
+    if (total == r.total) return true;
+    fail(Status(ErrorCode::protocol_error, step_name(r.tag) + ": " + peer_name(r.peer) + " changed the message size from " +
+                                               std::to_string(r.total) + " to " + std::to_string(total) + " bytes"));
+    return false;
+  }
+  const bool exact = r.mode != RecvMode::any;
+  if ((exact && total != r.bytes) || (!exact && total > r.bytes)) {
+    fail(Status(ErrorCode::mismatch, step_name(r.tag) + ": " + peer_name(r.peer) + " sent " + std::to_string(total) +
+                                         " bytes, this rank expected " + (exact ? "" : "at most ") +
+                                         std::to_string(r.bytes) +
+                                         " (count, dtype, root or algorithm differ across ranks?)"));
+    return false;
+  }
+  if (r.mode == RecvMode::reduce && total % 4 != 0) {
+    fail(Status(ErrorCode::protocol_error, step_name(r.tag) + ": " + peer_name(r.peer) + " sent " +
+                                               std::to_string(total) + " bytes of 4-byte accumulators"));
+    return false;
+  }
+  r.total = total;
+  if (r.mode == RecvMode::any) r.any->resize(total);
+  return true;
+}
+
+bool Peers::deliver(PostedRecv& r, std::uint64_t total, std::uint64_t offset, const std::byte* payload,
+                    std::size_t len) {
+  if (!check_total(r, total)) return false;
+  if (offset != r.received || offset + len > total) {
+    fail(Status(ErrorCode::protocol_error, step_name(r.tag) + ": " + peer_name(r.peer) + " sent bytes [" +
+                                               std::to_string(offset) + ", +" + std::to_string(len) + ") of " +
+                                               std::to_string(total) + " out of order (expected offset " +
+                                               std::to_string(r.received) + ")"));
+    return false;
+  }
+  switch (r.mode) {
+    case RecvMode::copy:
+      if (len) std::memcpy(r.dst + offset, payload, len);
+      break;
+    case RecvMode::any:
+      if (len) std::memcpy(r.any->data() + offset, payload, len);
+      break;
+    case RecvMode::reduce:
+      if (offset % 4 != 0 || len % 4 != 0) {
+        fail(Status(ErrorCode::protocol_error, step_name(r.tag) + ": " + peer_name(r.peer) +
+                                                   " split accumulators at byte " + std::to_string(offset)));
+        return false;
+      }
+      block::acc_reduce(r.acc_type, r.op, payload, r.dst + offset, len / 4);
+      break;
+  }
+  r.received += len;
+  r.done = r.received == total;
+  return true;
+}
+
+Peers::Stashed& Peers::stash_slot() {
+  for (Stashed& s : stash_)
+    if (!s.used) return s;
+  stash_.emplace_back();
+  return stash_.back();
+}
+
+bool Peers::on_message(const transport::ReceivedMessage& msg) {
+  const std::uint32_t from = msg.peer;
+  if (msg.size < sizeof(PeerHeader)) {
+    fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent a " + std::to_string(msg.size) +
+                                               "-byte message, shorter than the 32-byte peer header"));
+    return false;
+  }
+  PeerHeader h;
+  std::memcpy(&h, msg.data, sizeof h);
+  const std::byte* payload = msg.data + sizeof h;
+  const std::size_t len = msg.size - sizeof h;
+  ++messages_received_;
+  bytes_received_ += msg.size;
+  if (from >= size_) {
+    fail(Status(ErrorCode::protocol_error, what_ + ": process " + std::to_string(from) +
+                                               " (not a worker) sent a peer message"));
+    return false;
+  }
+  if (h.magic != kPeerMagic || h.version != kPeerVersion || h.reserved != 0) {
+    fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent a message with magic 0x" +
+                                               [&] {
+                                                 char b[16];
+                                                 std::snprintf(b, sizeof b, "%08x", h.magic);
+                                                 return std::string(b);
+                                               }() +
+                                               " version " + std::to_string(h.version) +
+                                               " (expected a sparcoll peer message, version 1)"));
+    return false;
+  }
+  if (h.kind == static_cast<std::uint8_t>(PeerKind::abort)) {
+    std::string reason(reinterpret_cast<const char*>(payload), std::min<std::size_t>(len, 1024));
+    for (char& c : reason)
+      if (c < 32 || c > 126) c = '?';  // a hostile peer's text goes into our logs
+    // The sender's error code travels in `tag`; anything unknown is a peer failure.
+    const ErrorCode code = h.tag == static_cast<std::uint32_t>(ErrorCode::invalid_argument) ||
+                                   h.tag == static_cast<std::uint32_t>(ErrorCode::mismatch) ||
+                                   h.tag == static_cast<std::uint32_t>(ErrorCode::unsupported)
+                               ? ErrorCode::mismatch
+                               : ErrorCode::peer_failure;
+    if (h.seq == seq_ && !failed_) {
+      fail(Status(code, what_ + ": " + peer_name(from) + " failed it: " + reason));
+      return false;
+    }
+    if (static_cast<std::int32_t>(h.seq - seq_) > 0 && early_aborts_.size() < 64)
+      early_aborts_.push_back(EarlyAbort{h.seq, code, peer_name(from) + " failed it: " + reason});
+    return true;
+  }
+  if (h.kind != static_cast<std::uint8_t>(PeerKind::data)) {
+    fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent unknown message kind " +
+                                               std::to_string(h.kind)));
+    return false;
+  }
+  if (h.total > kMaxLogicalBytes || h.offset > h.total || len > h.total - h.offset) {
+    fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent bytes [" + std::to_string(h.offset) +
+                                               ", +" + std::to_string(len) + ") of a " + std::to_string(h.total) +
+                                               "-byte message"));
+    return false;
+  }
+  if (static_cast<std::int32_t>(h.seq - seq_) < 0 || (h.seq == seq_ && failed_)) {
+    if (seq_failed(h.seq) || h.seq == seq_) return true;  // the rest of a failed collective
+    fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent data for collective " +
+                                               std::to_string(h.seq) + ", which this rank finished already"));
+    return false;
+  }
+  if (h.seq == seq_)
+    for (PostedRecv& r : recvs_)
+      if (!r.done && r.peer == from && r.tag == h.tag) return deliver(r, h.total, h.offset, payload, len);
+  // Not posted yet: keep it (in order, per peer) until it is.
+  Stashed* s = nullptr;
+  for (Stashed& e : stash_)
+    if (e.used && e.peer == from && e.seq == h.seq && e.tag == h.tag) s = &e;
+  if (s == nullptr) {
+    s = &stash_slot();
+    s->used = true;
+    s->peer = from;
+    s->seq = h.seq;
+    s->tag = h.tag;
+    s->total = h.total;
+    s->received = 0;
+  }
+  if (h.offset != s->received || h.total != s->total) {
+    fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent bytes [" + std::to_string(h.offset) +
+                                               ", +" + std::to_string(len) + ") of message " + std::to_string(h.tag) +
+                                               " of collective " + std::to_string(h.seq) + " out of order"));
+    return false;
+  }
+  if (s->data.size() < s->received + len) s->data.resize(std::max(s->received + len, s->data.size() * 2));
+  if (len) std::memcpy(s->data.data() + s->received, payload, len);
+  s->received += len;
+  return true;
+}
+
+bool Peers::progress_sends() {
+  bool moved = false;
+  for (PendingSend& s : sends_) {
+    while (!failed_ && (s.offset < s.bytes || !s.started)) {
+      const std::size_t len = std::min(fragment_payload_, s.bytes - s.offset);
+      PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::data), 0, seq_, s.tag, s.bytes, s.offset};
+      struct iovec iov[2] = {{&h, sizeof h}, {const_cast<std::byte*>(s.data + s.offset), len}};
+      const transport::SendResult r = channel_->send(s.peer, iov, len ? 2 : 1);
+      if (r == transport::SendResult::no_resource) break;
+      if (r == transport::SendResult::error) {
+        fail(Status(ErrorCode::peer_failure, what_ + ": sending to " + peer_name(s.peer) + " failed: " +
+                                                 channel_->error().message()));
+        return moved;
+      }
+      s.started = true;
+      s.offset += len;
+      bytes_sent_ += sizeof h + len;
+      ++messages_sent_;
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+Status Peers::wait() {
+  transport::ReceivedMessage msgs[kPollBatch];
+  std::uint32_t idle = 0;
+  for (;;) {
+    if (failed_) break;
+    bool moved = progress_sends();
+    bool sends_done = true;
+    for (const PendingSend& s : sends_) sends_done = sends_done && s.started && s.offset == s.bytes;
+    // Queued is not sent: a driver may hold data (tcp's send queue) until poll() pushes it out,
+    // and nobody polls this channel between collectives.
+    if (sends_done && !sends_.empty()) sends_done = channel_->flushed();
+    bool recvs_done = true;
+    for (const PostedRecv& r : recvs_) recvs_done = recvs_done && r.done;
+    if (sends_done && recvs_done) break;
+    if (failed_) break;
+    const int n = channel_->poll(msgs, kPollBatch);
+    if (n < 0) {
+      fail(Status(ErrorCode::peer_failure, what_ + ": " + channel_->error().message()));
+      break;
+    }
+    for (int i = 0; i < n && !failed_; ++i) (void)on_message(msgs[i]);
+    moved = moved || n > 0;
+    if (moved) {
+      idle = 0;
+      continue;
+    }
+    ++idle;
+    if ((idle & 255) == 0 && Clock::now() > deadline_) {
+      std::string waiting;
+      for (const PostedRecv& r : recvs_)
+        if (!r.done) {
+          waiting = "no data from " + peer_name(r.peer) + " for " + step_name(r.tag);
+          break;
+        }
+      if (waiting.empty())
+        for (const PendingSend& s : sends_)
+          if (s.offset < s.bytes || !s.started) {
+            waiting = peer_name(s.peer) + " took no data for " + step_name(s.tag);
+            break;
+          }
+      fail(Status(ErrorCode::timeout, what_ + ": deadline passed (SPARCOLL_DEADLINE_MS): " + waiting));
+      break;
+    }
+    // Back off: with more busy threads than cores, spinning starves the peer we wait for.
+    if (yield_ || idle > 4096) {
+      if (idle > 65536)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      else
+        sched_yield();
+    }
+  }
+  if (failed_) return failure_;
+  sends_.clear();
+  recvs_.clear();
+  return Status();
+}
+
+void Peers::abort_all(const Status& reason) {
+  if (channel_ == nullptr) return;
+  const std::string text = "rank " + std::to_string(rank_) + ": " + reason.message().substr(0, 900);
+  PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::abort), 0, seq_,
+               static_cast<std::uint32_t>(reason.code()), text.size(), 0};
+  for (std::uint32_t p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    struct iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(text.data()), text.size()}};
+    // Best effort: a peer whose ring stays full for a while hits its own deadline instead.
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      const transport::SendResult r = channel_->send(p, iov, 2);
+      if (r != transport::SendResult::no_resource) break;
+      transport::ReceivedMessage drop[kPollBatch];
+      if (channel_->poll(drop, kPollBatch) < 0) break;
+      sched_yield();
+    }
+  }
+}
+
+}  // namespace sparcoll::coll
