@@ -365,7 +365,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
        {}, &parse_choice<&Options::transport, kTransports>},
-      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call does not name one: block_sparse | auto (cost model) | ring | butterfly | ssar_recursive_doubling | ssar_split_allgather | dsar_split_allgather (docs/algorithms.md).", {},
+      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather or dsar_split_allgather (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
