@@ -30,7 +30,8 @@ struct Flags {
                "sparcoll-perf: %s\n"
                "usage: sparcoll-run -n N [--aggregators M] [--transport T] -- sparcoll-perf [flags]\n"
                "  --transport LIST      shm,tcp,... (default: the communicator's choice)\n"
-               "  --algo LIST           block_sparse (default: the communicator's)\n"
+               "  --algo LIST           block_sparse, auto, ring, butterfly, ssar_recursive_doubling,\n"
+               "                        ssar_split_allgather, dsar_split_allgather (default: SPARCOLL_ALGO)\n"
                "  --out-of-place        separate receive buffer   --register: register the send buffer (zero-copy)\n"
                "  --version             print the commit and whether gradient traces are supported\n"
                "%s",
@@ -89,7 +90,8 @@ Flags parse(int argc, char** argv) {
 
 class SparcollCollective final : public sparcoll::perf::Collective {
  public:
-  SparcollCollective(sparcoll::Communicator& comm, bool register_send) : comm_(comm), register_(register_send) {}
+  SparcollCollective(sparcoll::Communicator& comm, bool register_send, sparcoll::Algorithm algo)
+      : comm_(comm), register_(register_send), algo_(algo) {}
   ~SparcollCollective() override { release(); }
   int rank() const override { return comm_.rank(); }
   int size() const override { return comm_.size(); }
@@ -102,7 +104,12 @@ class SparcollCollective final : public sparcoll::perf::Collective {
     comm_.register_buffer(buffer, count * sparcoll::dtype_size(dtype));
   }
   void allreduce(const void* send, void* recv, std::size_t count, sparcoll::DataType dtype, sparcoll::ReduceOp op) override {
-    comm_.allreduce(send, recv, count, dtype, op);
+    sparcoll::Request request = comm_.iallreduce(send, recv, count, dtype, op, algo_);
+    request.wait();
+    ran_ = request.stats().algorithm;
+  }
+  std::string ran_algorithm() const override {
+    return algo_ == sparcoll::Algorithm::auto_select ? std::string(sparcoll::algorithm_name(ran_)) : std::string();
   }
   void max_f64(double* v, std::size_t n) override {
     // The library reduces f32: microseconds keep 7 significant digits, plenty for timings.
@@ -127,7 +134,12 @@ class SparcollCollective final : public sparcoll::perf::Collective {
     *received = t.bytes_received;
     return true;
   }
-  bool rank_order() const override { return true; }
+  // Block-sparse reduces every element in rank order; the peer-to-peer algorithms in another
+  // (fixed) order, so a trace's fp32 sums are checked within the reordering bound.
+  bool rank_order() const override {
+    return algo_ == sparcoll::Algorithm::block_sparse ||
+           (algo_ == sparcoll::Algorithm::from_options && comm_.options().algo == "block_sparse");
+  }
 
  private:
   void release() {
@@ -136,6 +148,8 @@ class SparcollCollective final : public sparcoll::perf::Collective {
   }
   sparcoll::Communicator& comm_;
   bool register_;
+  sparcoll::Algorithm algo_;
+  sparcoll::Algorithm ran_ = sparcoll::Algorithm::from_options;
   void* registered_ = nullptr;
 };
 
@@ -165,26 +179,37 @@ int main(int argc, char** argv) {
     const std::vector<std::string> algos = flags.algos.empty() ? std::vector<std::string>{""} : flags.algos;
     const std::vector<std::uint32_t> blocks =
         flags.sweep.blocks.empty() ? std::vector<std::uint32_t>{0} : flags.sweep.blocks;
-    const std::size_t communicators = transports.size() * algos.size() * blocks.size();
+    // One communicator per transport and block size; the algorithm is chosen per call.
+    std::vector<sparcoll::Algorithm> parsed_algos;
+    for (const std::string& algo : algos) {
+      if (algo.empty()) {
+        parsed_algos.push_back(sparcoll::Algorithm::from_options);
+        continue;
+      }
+      const auto a = sparcoll::parse_algorithm(algo);
+      if (!a) usage("unknown algorithm '" + algo + "' (--algo): block_sparse, auto, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather");
+      parsed_algos.push_back(*a);
+    }
+    const std::size_t communicators = transports.size() * blocks.size();
     if (base.aggregators > 0 && communicators > 1)
       usage("dedicated aggregators (SPARCOLL_AGGREGATORS=" + std::to_string(base.aggregators) +
-            ") serve one communicator: give one --transport, --algo and --block per launch");
+            ") serve one communicator: give one --transport and --block per launch");
 
     std::uint64_t wrong = 0;
     for (const std::string& transport : transports) {
-      for (const std::string& algo : algos) {
-        for (std::uint32_t block : blocks) {
-          sparcoll::Options options = base;
-          if (!transport.empty()) options.transport = transport;
-          if (!algo.empty()) options.algo = algo;
-          if (block != 0) options.block_elems = block;
-          sparcoll::Communicator comm(options);
-          SparcollCollective collective(comm, flags.register_send);
+      for (std::uint32_t block : blocks) {
+        sparcoll::Options options = base;
+        if (!transport.empty()) options.transport = transport;
+        if (block != 0) options.block_elems = block;
+        sparcoll::Communicator comm(options);
+        for (const sparcoll::Algorithm algo : parsed_algos) {
+          SparcollCollective collective(comm, flags.register_send, algo);
           sparcoll::perf::SweepOptions sweep = flags.sweep;
           sweep.blocks = {comm.options().block_elems};
           sparcoll::perf::SweepRun run;
           run.identity.system = "sparcoll";
-          run.identity.algo = comm.options().algo;
+          run.identity.algo = algo == sparcoll::Algorithm::from_options ? comm.options().algo
+                                                                         : std::string(sparcoll::algorithm_name(algo));
           run.identity.transport = comm.transport_name();
           run.identity.aggregators = comm.options().aggregators;
           run.identity.bytes_source = "measured";

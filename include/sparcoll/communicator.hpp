@@ -27,6 +27,7 @@ struct OpStats {
   std::uint64_t bytes_received = 0;  // payload + headers this rank's worker received
   std::uint64_t blocks_sent = 0;     // non-zero blocks this rank sent
   std::uint64_t blocks_received = 0; // result blocks received (globally non-zero blocks)
+  Algorithm algorithm = Algorithm::from_options;  // the allreduce algorithm that ran (auto: its choice)
 };
 
 // Traffic through the transport since the communicator was created, all roles of this process

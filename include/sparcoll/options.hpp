@@ -39,6 +39,8 @@ struct Options {
   std::uint32_t max_inflight = 4;  // SPARCOLL_MAX_INFLIGHT: operations in flight per communicator
   std::uint32_t max_message = 64 * 1024;  // SPARCOLL_MAX_MESSAGE: bytes per message, header included
   std::string poll_mode = "auto";  // SPARCOLL_POLL_MODE: spin | yield | auto (yield when oversubscribed)
+  std::uint32_t link_latency_ns = 0;  // SPARCOLL_LINK_LATENCY_NS: α of algo=auto's cost model; 0 = measure
+  std::uint32_t link_mbps = 0;        // SPARCOLL_LINK_MBPS: 1/β in MB/s; 0 = measure
 
   // --- deadlines ----------------------------------------------------------------------------
   std::uint32_t deadline_ms = 60000;         // SPARCOLL_DEADLINE_MS: per collective operation

@@ -38,6 +38,8 @@ class Collective {
   // reference whatever the data). Otherwise a trace's fp32 sums may round differently and are
   // checked against the reference within the bound of a different order of additions.
   virtual bool rank_order() const { return false; }
+  // The algorithm the last allreduce ran when the system chose it itself (sparcoll's auto), else "".
+  virtual std::string ran_algorithm() const { return std::string(); }
 };
 
 struct SweepRun {

@@ -30,6 +30,10 @@ inline std::size_t chunk_begin(std::size_t count, std::uint32_t n, std::uint32_t
   return c * (count / n) + std::min<std::size_t>(c, count % n);
 }
 
+// Whether SparCML's SSAR/DSAR run on the collective thread in this build (algo=auto considers
+// them only then).
+inline constexpr bool kSparcmlAlgorithmsBuilt = false;
+
 // --- dense allreduce ------------------------------------------------------------------------
 Status ring_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                       ReduceOp op, Scratch& scratch);

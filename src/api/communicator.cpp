@@ -106,7 +106,7 @@ void Communicator::register_buffer(const void* buffer, std::size_t bytes) {
 
 void Communicator::deregister_buffer(const void* buffer) { throw_if_error(impl_->deregister_buffer(buffer)); }
 
-TrafficStats Communicator::traffic() const { return impl_->engine().traffic(); }
+TrafficStats Communicator::traffic() const { return impl_->traffic(); }
 
 void run_aggregator(const Options& options) {
   if (options.role != Role::aggregator)

@@ -1,6 +1,8 @@
 #include "api/communicator_impl.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -316,6 +318,12 @@ bool overlaps(const void* a, std::size_t abytes, const void* b, std::size_t bbyt
 
 }  // namespace
 
+TrafficStats CommunicatorImpl::traffic() const {
+  TrafficStats t = engine_->traffic();
+  if (executor_) executor_->add_traffic(&t);
+  return t;
+}
+
 Status CommunicatorImpl::check_usable(const char* what) const {
   if (engine_->broken())
     return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
@@ -323,11 +331,129 @@ Status CommunicatorImpl::check_usable(const char* what) const {
   return Status();
 }
 
-Algorithm CommunicatorImpl::resolve(Algorithm algo, std::size_t count, DataType dtype) const {
-  (void)count, (void)dtype;
+Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_t count, DataType dtype, ReduceOp op) {
   if (algo == Algorithm::from_options) algo = parse_algorithm(options_.algo).value_or(Algorithm::block_sparse);
-  if (algo == Algorithm::auto_select) algo = Algorithm::block_sparse;
-  return algo;
+  if (algo != Algorithm::auto_select) return algo;
+  // Every rank must come to the same choice: invalid arguments (which fail the call anyway)
+  // and a single rank take block-sparse without a word to anyone.
+  if (size() == 1 || !check_arguments(send, send, count, dtype, op).empty()) return Algorithm::block_sparse;
+  Algorithm chosen = Algorithm::block_sparse;
+  if (Status s = choose_automatically(send, count, dtype, op, &chosen); !s.ok()) {
+    SC_LOG_WARN("auto: choosing an algorithm failed (%s); block_sparse runs", s.message().c_str());
+    return Algorithm::block_sparse;
+  }
+  return chosen;
+}
+
+Status CommunicatorImpl::link_model(algo::LinkModel* out) {
+  if (link_known_) {
+    *out = link_;
+    return Status();
+  }
+  float measured[2] = {0, 0};  // α in µs, β in µs per byte; a rank's own measurement
+  if (options_.link_latency_ns != 0 && options_.link_mbps != 0) {
+    measured[0] = static_cast<float>(options_.link_latency_ns * 1e-3);
+    measured[1] = static_cast<float>(1.0 / options_.link_mbps);
+  } else {
+    // A 1-element ring allreduce costs 2(n-1) α; a 1 MiB one adds (n-1)/n N (4 + 4) β.
+    constexpr std::size_t kBig = 1u << 18;
+    std::vector<float> small(1, 0.0f), big(kBig, 0.0f);
+    auto median_us = [&](std::vector<float>& v, int reps) -> Status {
+      std::vector<double> t;
+      for (int i = 0; i < reps; ++i) {
+        std::shared_ptr<RequestState> r;
+        const auto t0 = engine::Clock::now();
+        if (Status s = iallreduce(v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum, Algorithm::ring, &r); !s.ok())
+          return s;
+        if (Status s = wait(*r); !s.ok()) return s;
+        t.push_back(std::chrono::duration<double, std::micro>(engine::Clock::now() - t0).count());
+      }
+      std::sort(t.begin(), t.end());
+      v.assign(1, static_cast<float>(t[t.size() / 2]));
+      return Status();
+    };
+    if (Status s = median_us(small, 9); !s.ok()) return s;
+    if (Status s = median_us(big, 3); !s.ok()) return s;
+    const double n = size(), t_small = small[0], t_big = big[0];
+    measured[0] = static_cast<float>(t_small / (2 * (n - 1)));
+    measured[1] = static_cast<float>(std::max(1e-7, (t_big - t_small) / ((n - 1) / n * kBig * 8.0)));
+    if (options_.link_latency_ns != 0) measured[0] = static_cast<float>(options_.link_latency_ns * 1e-3);
+    if (options_.link_mbps != 0) measured[1] = static_cast<float>(1.0 / options_.link_mbps);
+  }
+  // Agree: the slowest rank's figures, bitwise the same everywhere.
+  std::shared_ptr<RequestState> r;
+  if (Status s = iallreduce(measured, measured, 2, DataType::f32, ReduceOp::max, &r); !s.ok()) return s;
+  if (Status s = wait(*r); !s.ok()) return s;
+  link_.alpha_us = measured[0];
+  link_.beta_us_per_byte = measured[1];
+  link_known_ = true;
+  SC_LOG_INFO("auto: link model alpha %.2f us, beta %.3g us/byte (%.0f MB/s)%s", link_.alpha_us,
+              link_.beta_us_per_byte, 1.0 / link_.beta_us_per_byte,
+              options_.link_latency_ns && options_.link_mbps ? " from SPARCOLL_LINK_*" : ", measured");
+  *out = link_;
+  return Status();
+}
+
+Status CommunicatorImpl::choose_automatically(const void* send, std::size_t count, DataType dtype, ReduceOp op,
+                                              Algorithm* out) {
+  algo::LinkModel link;
+  if (Status s = link_model(&link); !s.ok()) return s;
+  // This rank's densities: non-zero blocks from the bitmap scan, then the non-zero elements
+  // inside those blocks (a -0.0 counts as zero, as everywhere in sparcoll).
+  const std::uint32_t b = options_.block_elems;
+  const std::size_t nblocks = block::block_count(count, b);
+  auto_bitmap_.resize(block::bitmap_words(nblocks) + 1);
+  block::scan_nonzero_blocks(send, count, dtype, b, auto_bitmap_.data());
+  std::size_t nz_blocks = 0, nz_elems = 0;
+  const std::size_t esize = dtype_size(dtype);
+  const auto* bytes = static_cast<const std::byte*>(send);
+  for (std::size_t w = 0; w < block::bitmap_words(nblocks); ++w)
+    for (std::uint64_t bits = auto_bitmap_[w]; bits != 0; bits &= bits - 1) {
+      const std::size_t blk = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      ++nz_blocks;
+      const std::size_t first = blk * b, last = std::min(count, first + b);
+      for (std::size_t i = first; i < last; ++i) {
+        std::uint32_t v = 0;
+        std::memcpy(&v, bytes + i * esize, esize);
+        const std::uint32_t magnitude = dtype == DataType::i32 ? v : (esize == 2 ? v & 0x7fffu : v & 0x7fffffffu);
+        nz_elems += magnitude != 0;
+      }
+    }
+  float density[2] = {nblocks ? static_cast<float>(nz_blocks) / nblocks : 0.0f,
+                      count ? static_cast<float>(nz_elems) / count : 0.0f};
+  std::shared_ptr<RequestState> r;
+  if (Status s = iallreduce(density, density, 2, DataType::f32, ReduceOp::avg, &r); !s.ok()) return s;
+  if (Status s = wait(*r); !s.ok()) return s;
+
+  algo::SelectionInput in;
+  in.ranks = static_cast<std::uint32_t>(size());
+  in.count = count;
+  in.dtype = dtype;
+  in.op = op;
+  in.block_elems = b;
+  in.lanes = options_.lanes;
+  in.fusion = engine_->config().window_capacity;
+  in.dedicated_aggregators = options_.aggregators > 0;
+  in.block_density = density[0];
+  in.elem_density = density[1];
+  in.sparse_algorithms = algo::kSparcmlAlgorithmsBuilt;
+  std::array<double, 6> predicted{};
+  *out = algo::select_allreduce(in, link, &predicted);
+  if (*out != last_auto_choice_ || log::enabled(log::Level::debug)) {
+    std::string table;
+    for (std::size_t i = 0; i < algo::kCandidates.size(); ++i) {
+      if (!std::isfinite(predicted[i])) continue;
+      char item[96];
+      std::snprintf(item, sizeof item, "%s%s %.3g ms", table.empty() ? "" : ", ",
+                    std::string(algorithm_name(algo::kCandidates[i])).c_str(), predicted[i] / 1000);
+      table += item;
+    }
+    SC_LOG_INFO("auto: %s for %zu %s elements over %d ranks, block density %.4f, element density %.4f (predicted: %s)",
+                std::string(algorithm_name(*out)).c_str(), count, std::string(dtype_name(dtype)).c_str(), size(),
+                density[0], density[1], table.c_str());
+    last_auto_choice_ = *out;
+  }
+  return Status();
 }
 
 Status CommunicatorImpl::submit(coll::CollOp& op, std::shared_ptr<RequestState>* out) {
@@ -343,7 +469,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::dsar_split_allgather))
     return Status(ErrorCode::invalid_argument,
                   "allreduce: algorithm " + std::to_string(static_cast<int>(algo)) + " is not a known algorithm");
-  const Algorithm chosen = resolve(algo, count, dtype);
+  const Algorithm chosen = resolve(algo, send, count, dtype, op);
   if (chosen == Algorithm::block_sparse) return iallreduce(send, recv, count, dtype, op, out);
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
   coll::CollOp& c = executor_->next_slot();

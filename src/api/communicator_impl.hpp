@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "algo/selector.hpp"
 #include "coll/executor.hpp"
 #include "control/bootstrap.hpp"
 #include "engine/engine.hpp"
@@ -42,6 +43,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   const engine::Engine& engine() const { return *engine_; }
   control::Membership& membership() { return membership_; }
 
+  // Transport traffic of the engine's shards and the collective thread.
+  TrafficStats traffic() const;
+
   // Dedicated aggregator: serve until every worker has left.
   Status serve();
 
@@ -50,7 +54,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   Status setup(const Options& options);
   // The algorithm an allreduce runs: `algo` resolved against options().algo and, for "auto",
   // the cost model.
-  Algorithm resolve(Algorithm algo, std::size_t count, DataType dtype) const;
+  Algorithm resolve(Algorithm algo, const void* send, std::size_t count, DataType dtype, ReduceOp op);
+  // algo=auto: the link's α and β, agreed by every rank (measured at the first use).
+  Status link_model(algo::LinkModel* out);
+  Status choose_automatically(const void* send, std::size_t count, DataType dtype, ReduceOp op, Algorithm* out);
   // Hands a filled peer-to-peer collective to the collective thread.
   Status submit(coll::CollOp& op, std::shared_ptr<RequestState>* out);
   Status check_usable(const char* what) const;
@@ -62,6 +69,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<coll::Executor> executor_;  // workers only
   std::uint32_t next_op_id_ = 0;
+  bool link_known_ = false;
+  algo::LinkModel link_;
+  Algorithm last_auto_choice_ = Algorithm::from_options;
+  std::vector<std::uint64_t> auto_bitmap_;  // scratch of the density scan (capacity reused)
   std::vector<std::uint64_t> signed_zero_;  // scratch for in-place scans (capacity reused)
   struct RegisteredBuffer {
     const std::byte* base = nullptr;

@@ -47,6 +47,13 @@ void Executor::drain() {
     while (slot->busy.load(std::memory_order_acquire) != 0) slot->busy.wait(1, std::memory_order_acquire);
 }
 
+void Executor::add_traffic(TrafficStats* total) const noexcept {
+  total->bytes_sent += bytes_sent_.load(std::memory_order_relaxed);
+  total->bytes_received += bytes_received_.load(std::memory_order_relaxed);
+  total->messages_sent += messages_sent_.load(std::memory_order_relaxed);
+  total->messages_received += messages_received_.load(std::memory_order_relaxed);
+}
+
 void Executor::run() {
   for (;;) {
     const std::uint32_t seen = wake_.load(std::memory_order_acquire);
@@ -71,8 +78,12 @@ void Executor::run() {
           engine_->break_with(status);  // a dead peer, a timeout, a corrupt message: streams are lost
       }
     }
+    bytes_sent_.fetch_add(peers_.bytes_sent(), std::memory_order_relaxed);
+    bytes_received_.fetch_add(peers_.bytes_received(), std::memory_order_relaxed);
+    messages_sent_.fetch_add(peers_.messages_sent(), std::memory_order_relaxed);
+    messages_received_.fetch_add(peers_.messages_received(), std::memory_order_relaxed);
     std::shared_ptr<detail::RequestState> request = std::move(op->request);
-    request->stats = OpStats{peers_.bytes_sent(), peers_.bytes_received(), 0, 0};
+    request->stats = OpStats{peers_.bytes_sent(), peers_.bytes_received(), 0, 0, op->algo};
     request->status = status;
     op->busy.store(0, std::memory_order_release);
     op->busy.notify_all();

@@ -38,6 +38,8 @@ class Executor {
   void submit(CollOp& op);
   // Calling thread: waits until every submitted collective finished (teardown).
   void drain();
+  // Adds the collective channel's traffic so far (any thread).
+  void add_traffic(TrafficStats* total) const noexcept;
 
  private:
   void run();
@@ -52,6 +54,7 @@ class Executor {
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
   algo::Scratch scratch_;
+  std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0};
   std::thread thread_;
 };
 

@@ -367,6 +367,13 @@ const std::vector<ConfigVariable>& config_variables() {
        {}, &parse_choice<&Options::transport, kTransports>},
       {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather or dsar_split_allgather (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
+      {"SPARCOLL_LINK_LATENCY_NS", "link_latency_ns", "0",
+       "per-message latency the algo=auto cost model assumes, in ns; 0 = measured once per communicator "
+       "(a few small and 1 MiB ring allreduces at the first auto call).",
+       {}, &parse_nonnegative_u32<&Options::link_latency_ns>},
+      {"SPARCOLL_LINK_MBPS", "link_mbps", "0",
+       "per-rank link bandwidth the algo=auto cost model assumes, in MB/s; 0 = measured with the latency.", {},
+       &parse_nonnegative_u32<&Options::link_mbps>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
        &parse_nonnegative_int<&Options::aggregators>},

@@ -331,6 +331,7 @@ void Shard::maybe_finish(OpState* op) {
     total.blocks_sent += s.blocks_sent;
     total.blocks_received += s.blocks_received;
   }
+  total.algorithm = Algorithm::block_sparse;
   request->stats = total;
   if (op->failed.load(std::memory_order_acquire)) request->status = op->error;
   // Release the slot first: the waiter may immediately start the next op in it.

@@ -91,8 +91,8 @@ TEST_F(ConfigEnv, EveryOptionsFieldHasARow) {
   // elsewhere (SIMD level, test build dir, the rdma VM scripts' knobs).
   int fields = 0;
   for (const ConfigVariable& v : config_variables()) fields += v.parse != nullptr;
-  EXPECT_EQ(fields, 31);
-  EXPECT_EQ(config_variables().size(), 39u);
+  EXPECT_EQ(fields, 33);
+  EXPECT_EQ(config_variables().size(), 41u);
 }
 
 TEST_F(ConfigEnv, IntegersAreStrict) {
@@ -137,8 +137,10 @@ TEST_F(ConfigEnv, EnumerationsAreChecked) {
   set("SPARCOLL_POLL_MODE", "busy");
   EXPECT_EQ(from_env_error(), "SPARCOLL_POLL_MODE='busy': expected one of spin, yield, auto, event");
   set("SPARCOLL_POLL_MODE", "spin");
-  set("SPARCOLL_ALGO", "ring");
-  EXPECT_EQ(from_env_error(), "SPARCOLL_ALGO='ring': expected one of block_sparse");
+  set("SPARCOLL_ALGO", "rings");
+  EXPECT_EQ(from_env_error(),
+            "SPARCOLL_ALGO='rings': expected one of block_sparse, auto, ring, butterfly, ssar_recursive_doubling, "
+            "ssar_split_allgather, dsar_split_allgather");
   set("SPARCOLL_ALGO", "block_sparse");
   set("SPARCOLL_ROLE", "master");
   EXPECT_EQ(from_env_error(), "SPARCOLL_ROLE='master': expected worker or aggregator");

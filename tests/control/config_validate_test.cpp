@@ -140,8 +140,10 @@ TEST(ConfigValidate, Enumerations) {
   o.transport = "ib";
   EXPECT_EQ(problem(o), "transport='ib' (SPARCOLL_TRANSPORT) must be one of auto, shm, tcp, rdma, dpdk");
   o = valid_single_process();
-  o.algo = "ring";
-  EXPECT_EQ(problem(o), "algo='ring' (SPARCOLL_ALGO) must be one of block_sparse");
+  o.algo = "rings";
+  EXPECT_EQ(problem(o),
+            "algo='rings' (SPARCOLL_ALGO) must be one of block_sparse, auto, ring, butterfly, ssar_recursive_doubling, "
+            "ssar_split_allgather, dsar_split_allgather");
   o = valid_single_process();
   o.log_level = "loud";
   EXPECT_EQ(problem(o), "log_level='loud' (SPARCOLL_LOG_LEVEL) must be one of error, warn, info, debug");
