@@ -10,6 +10,9 @@
 #include <random>
 #include <vector>
 
+#include "algo/compress/qsgd_kernels.hpp"
+#include "block/simd_level.hpp"
+
 namespace sparcoll::algo::compress {
 namespace {
 
@@ -204,6 +207,39 @@ TEST(Qsgd, TinyAndHugeScales) {
   const auto d = decode(encode(big, 2, 1024, 5), 2, 2, 1024);
   EXPECT_EQ(d[0], big[0]);
   EXPECT_EQ(d[1], big[1]);
+}
+
+// The SIMD kernels run the scalar reference's fp32 operations in the same order: same bytes,
+// same sums, at every width, for tails of every length and for tiny scales.
+TEST(Qsgd, EveryLevelMatchesTheScalarKernelBitForBit) {
+  if (!block::simd_level_supported(block::SimdLevel::avx2)) GTEST_SKIP() << "no AVX2";
+  auto v = normal_values(1024 + 77, 5);
+  for (std::size_t i = 0; i < 40; ++i) v[i * 13] = 0.0f;
+  v[100] = -0.0f;
+  for (unsigned bits : kAllBits) {
+    for (std::size_t m : {1u, 7u, 8u, 9u, 63u, 64u, 65u, 1101u}) {
+      for (float scale_mul : {1.0f, 1e-38f}) {
+        std::vector<float> x(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(m));
+        float scale = 0;
+        for (auto& e : x) scale = std::max(scale, std::fabs(e *= scale_mul));
+        const float fs = static_cast<float>(levels_of(bits));
+        const float pre = scale < 0x1p-100f ? 0x1p64f : 1.0f;
+        const EncodeParams ep{pre, fs / (scale * pre), bucket_key(99, 3)};
+        const DecodeParams dp = scale < 0x1p-100f ? DecodeParams{scale * 0x1p64f / fs, 0x1p-64f, scale}
+                                                  : DecodeParams{scale / fs, 1.0f, scale};
+        const std::size_t nbytes = (m * bits + 7) / 8;
+        std::vector<unsigned char> a(nbytes, 0xaa), b(nbytes, 0x55);
+        qsgd_encode_kernel(block::SimdLevel::scalar, bits)(x.data(), 0, m, ep, a.data());
+        qsgd_encode_kernel(block::SimdLevel::avx2, bits)(x.data(), 0, m, ep, b.data());
+        ASSERT_EQ(a, b) << bits << " bits, m " << m;
+        std::vector<float> da(m, 0.25f), db(m, 0.25f);
+        qsgd_decode_add_kernel(block::SimdLevel::scalar, bits)(a.data(), 0, m, dp, da.data());
+        qsgd_decode_add_kernel(block::SimdLevel::avx2, bits)(a.data(), 0, m, dp, db.data());
+        for (std::size_t i = 0; i < m; ++i)
+          ASSERT_EQ(std::bit_cast<std::uint32_t>(da[i]), std::bit_cast<std::uint32_t>(db[i])) << bits << " bits, i " << i;
+      }
+    }
+  }
 }
 
 TEST(Qsgd, BadArgumentsAreNamed) {

@@ -1,6 +1,5 @@
-// QSGD encode / decode-add. The per-value loops are branch-free 32-bit arithmetic over fixed-size
-// chunks so the compiler vectorizes them at the x86-64-v3 baseline (AVX2): see the kernel
-// throughputs in sparcoll-perf-kernels.
+// QSGD encode / decode-add: argument checks, bucket walk, the scalar kernels (the reference) and
+// the run-time dispatch to the AVX2 kernels (qsgd_avx2.cpp).
 #include "algo/compress/qsgd.hpp"
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <string>
 
 #include "algo/compress/counter_rng.hpp"
+#include "algo/compress/qsgd_kernels.hpp"
 
 namespace sparcoll::algo::compress {
 namespace {
@@ -46,6 +46,23 @@ std::uint32_t max_magnitude_bits(const float* v, std::size_t m) noexcept {
   return mx;
 }
 
+template <unsigned kBits>
+constexpr float levels() noexcept {
+  return static_cast<float>((1u << (kBits - 1)) - 1);
+}
+
+template <unsigned kBits>
+EncodeParams encode_params(float scale, BucketKey key) noexcept {
+  const float pre = scale < 0x1p-100f ? 0x1p64f : 1.0f;
+  return {pre, levels<kBits>() / (scale * pre), key};
+}
+
+template <unsigned kBits>
+DecodeParams decode_params(float scale) noexcept {
+  if (scale < 0x1p-100f) return {scale * 0x1p64f / levels<kBits>(), 0x1p-64f, scale};
+  return {scale / levels<kBits>(), 1.0f, scale};
+}
+
 // Packs `len` codes (padded with zero codes to a whole byte) into code bytes, lowest bits first.
 template <unsigned kBits>
 inline void pack_codes(std::uint8_t* codes, std::size_t len, unsigned char* out) noexcept {
@@ -64,73 +81,18 @@ inline void pack_codes(std::uint8_t* codes, std::size_t len, unsigned char* out)
 }
 
 template <unsigned kBits>
-void encode_bucket(const float* v, std::size_t m, float scale, BucketKey key, unsigned char* out) noexcept {
-  constexpr std::uint32_t s = (1u << (kBits - 1)) - 1;
-  constexpr float fs = static_cast<float>(s);
-  if (scale == 0.0f) {  // all zeros (or -0.0): every code is level 0
-    std::memset(out, 0, code_bytes(m, kBits));
-    return;
-  }
-  // A scale this small would make s / scale overflow; scaling both sides by 2^64 is exact.
-  const float pre = scale < 0x1p-100f ? 0x1p64f : 1.0f;
-  const float inv = fs / (scale * pre);
-  alignas(64) std::uint8_t codes[kChunk];
-  for (std::size_t c0 = 0; c0 < m; c0 += kChunk) {
-    const std::size_t len = std::min(kChunk, m - c0);
-    for (std::size_t j = 0; j < len; ++j) {
-      const float value = v[c0 + j];
-      const float x = std::min(std::fabs(value) * pre * inv, fs);
-      const float floor_x = std::floor(x);
-      const float up = unit_uniform(element_bits(key, static_cast<std::uint32_t>(c0 + j))) < x - floor_x ? 1.0f : 0.0f;
-      const auto level = static_cast<std::uint32_t>(static_cast<std::int32_t>(floor_x + up));
-      const std::uint32_t sign = (std::bit_cast<std::uint32_t>(value) >> 31) & static_cast<std::uint32_t>(level != 0);
-      codes[j] = static_cast<std::uint8_t>((sign << (kBits - 1)) | level);
-    }
-    pack_codes<kBits>(codes, len, out + c0 * kBits / 8);
-  }
-}
-
-// How a bucket's codes turn into magnitudes: level * unit * post, except the top level, which is
-// the scale itself (so the largest value of a bucket comes back exactly, whatever the rounding of
-// scale / s). For scales so small that scale / s would lose bits as a subnormal, unit is taken
-// 2^64 larger and `post` scales the product back once (exact powers of two).
-struct BucketUnit {
-  float unit, post, scale;
-};
-
-template <unsigned kBits>
-BucketUnit bucket_unit(float scale) noexcept {
-  constexpr float fs = static_cast<float>((1u << (kBits - 1)) - 1);
-  if (scale < 0x1p-100f) return {scale * 0x1p64f / fs, 0x1p-64f, scale};
-  return {scale / fs, 1.0f, scale};
-}
-
-template <unsigned kBits>
-inline float decode_code(unsigned code, const BucketUnit& u) noexcept {
+inline float decode_code(unsigned code, const DecodeParams& p) noexcept {
   constexpr unsigned level_mask = (1u << (kBits - 1)) - 1;
   const unsigned level = code & level_mask;
-  const float scaled = static_cast<float>(static_cast<std::int32_t>(level)) * u.unit * u.post;
-  const float magnitude = level == level_mask ? u.scale : scaled;
+  const float scaled = static_cast<float>(static_cast<std::int32_t>(level)) * p.unit * p.post;
+  const float magnitude = level == level_mask ? p.scale : scaled;
   // The sign bit moved into the float's sign: no branch, no multiply.
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(magnitude) ^ ((code >> (kBits - 1)) << 31));
 }
 
 template <unsigned kBits>
-void decode_add_bucket(const unsigned char* codes, std::size_t m, const BucketUnit& u, float* acc) noexcept {
-  constexpr std::size_t per_byte = 8 / kBits;
-  constexpr unsigned code_mask = (1u << kBits) - 1;
-  const std::size_t whole = m / per_byte;
-  for (std::size_t q = 0; q < whole; ++q) {
-    const unsigned byte = codes[q];
-    for (std::size_t e = 0; e < per_byte; ++e)
-      acc[q * per_byte + e] += decode_code<kBits>((byte >> (e * kBits)) & code_mask, u);
-  }
-  for (std::size_t i = whole * per_byte; i < m; ++i)
-    acc[i] += decode_code<kBits>((codes[i / per_byte] >> ((i % per_byte) * kBits)) & code_mask, u);
-}
-
-template <unsigned kBits>
-Status encode_all(const float* values, std::size_t n, std::size_t bucket, std::uint64_t seed, unsigned char* out) {
+Status encode_all(QsgdEncodeFn kernel, const float* values, std::size_t n, std::size_t bucket, std::uint64_t seed,
+                  unsigned char* out) {
   std::size_t b = 0;
   for (std::size_t first = 0; first < n; first += bucket, ++b) {
     const std::size_t m = std::min(bucket, n - first);
@@ -143,24 +105,95 @@ Status encode_all(const float* values, std::size_t n, std::size_t bucket, std::u
     }
     const float scale = std::bit_cast<float>(mx);
     std::memcpy(out, &scale, 4);  // little-endian on every target this builds for (x86-64)
-    encode_bucket<kBits>(values + first, m, scale, bucket_key(seed, b), out + 4);
+    if (scale == 0.0f)  // all zeros (or -0.0): every code is level 0
+      std::memset(out + 4, 0, code_bytes(m, kBits));
+    else
+      kernel(values + first, 0, m, encode_params<kBits>(scale, bucket_key(seed, b)), out + 4);
     out += 4 + code_bytes(m, kBits);
   }
   return Status::Ok();
 }
 
 template <unsigned kBits>
-void decode_all(const unsigned char* in, std::size_t n, std::size_t bucket, float* accum) noexcept {
+void decode_all(QsgdDecodeAddFn kernel, const unsigned char* in, std::size_t n, std::size_t bucket,
+                float* accum) noexcept {
   for (std::size_t first = 0; first < n; first += bucket) {
     const std::size_t m = std::min(bucket, n - first);
     float scale;
     std::memcpy(&scale, in, 4);
-    decode_add_bucket<kBits>(in + 4, m, bucket_unit<kBits>(scale), accum + first);
+    kernel(in + 4, 0, m, decode_params<kBits>(scale), accum + first);
     in += 4 + code_bytes(m, kBits);
   }
 }
 
 }  // namespace
+
+template <unsigned kBits>
+void qsgd_encode_scalar(const float* v, std::size_t first, std::size_t m, const EncodeParams& p,
+                        unsigned char* codes_out) noexcept {
+  constexpr float fs = levels<kBits>();
+  alignas(64) std::uint8_t codes[kChunk];
+  for (std::size_t c0 = first; c0 < m; c0 += kChunk) {
+    const std::size_t len = std::min(kChunk, m - c0);
+    for (std::size_t j = 0; j < len; ++j) {
+      const float value = v[c0 + j];
+      const float x = std::min(std::fabs(value) * p.pre * p.inv, fs);
+      const float floor_x = std::floor(x);
+      const float up =
+          unit_uniform(element_bits(p.key, static_cast<std::uint32_t>(c0 + j))) < x - floor_x ? 1.0f : 0.0f;
+      const auto level = static_cast<std::uint32_t>(static_cast<std::int32_t>(floor_x + up));
+      const std::uint32_t sign = (std::bit_cast<std::uint32_t>(value) >> 31) & static_cast<std::uint32_t>(level != 0);
+      codes[j] = static_cast<std::uint8_t>((sign << (kBits - 1)) | level);
+    }
+    pack_codes<kBits>(codes, len, codes_out + c0 * kBits / 8);
+  }
+}
+
+template <unsigned kBits>
+void qsgd_decode_add_scalar(const unsigned char* codes, std::size_t first, std::size_t m, const DecodeParams& p,
+                            float* acc) noexcept {
+  constexpr std::size_t per_byte = 8 / kBits;
+  constexpr unsigned code_mask = (1u << kBits) - 1;
+  for (std::size_t i = first; i < m; ++i)
+    acc[i] += decode_code<kBits>((codes[i / per_byte] >> ((i % per_byte) * kBits)) & code_mask, p);
+}
+
+template void qsgd_encode_scalar<2>(const float*, std::size_t, std::size_t, const EncodeParams&, unsigned char*) noexcept;
+template void qsgd_encode_scalar<4>(const float*, std::size_t, std::size_t, const EncodeParams&, unsigned char*) noexcept;
+template void qsgd_encode_scalar<8>(const float*, std::size_t, std::size_t, const EncodeParams&, unsigned char*) noexcept;
+template void qsgd_decode_add_scalar<2>(const unsigned char*, std::size_t, std::size_t, const DecodeParams&, float*) noexcept;
+template void qsgd_decode_add_scalar<4>(const unsigned char*, std::size_t, std::size_t, const DecodeParams&, float*) noexcept;
+template void qsgd_decode_add_scalar<8>(const unsigned char*, std::size_t, std::size_t, const DecodeParams&, float*) noexcept;
+
+QsgdEncodeFn qsgd_encode_kernel(block::SimdLevel level, unsigned bits) noexcept {
+#if defined(__x86_64__)
+  if (level >= block::SimdLevel::avx2) {
+    if (bits == 2) return qsgd_encode_avx2<2>;
+    if (bits == 4) return qsgd_encode_avx2<4>;
+    return qsgd_encode_avx2<8>;
+  }
+#else
+  (void)level;
+#endif
+  if (bits == 2) return qsgd_encode_scalar<2>;
+  if (bits == 4) return qsgd_encode_scalar<4>;
+  return qsgd_encode_scalar<8>;
+}
+
+QsgdDecodeAddFn qsgd_decode_add_kernel(block::SimdLevel level, unsigned bits) noexcept {
+#if defined(__x86_64__)
+  if (level >= block::SimdLevel::avx2) {
+    if (bits == 2) return qsgd_decode_add_avx2<2>;
+    if (bits == 4) return qsgd_decode_add_avx2<4>;
+    return qsgd_decode_add_avx2<8>;
+  }
+#else
+  (void)level;
+#endif
+  if (bits == 2) return qsgd_decode_add_scalar<2>;
+  if (bits == 4) return qsgd_decode_add_scalar<4>;
+  return qsgd_decode_add_scalar<8>;
+}
 
 Status qsgd_encoded_bytes(std::size_t n, unsigned bits, std::size_t bucket, std::size_t* bytes) {
   if (Status s = check_params("qsgd_encoded_bytes", bits, bucket); !s.ok()) return s;
@@ -179,10 +212,11 @@ Status qsgd_encode(const float* values, std::size_t n, unsigned bits, std::size_
   if (n > 0 && (values == nullptr || out == nullptr))
     return Status(ErrorCode::invalid_argument, "qsgd_encode: null values or output for n = " + std::to_string(n));
   auto* o = reinterpret_cast<unsigned char*>(out);
+  const QsgdEncodeFn kernel = qsgd_encode_kernel(block::simd_level(), bits);
   switch (bits) {
-    case 2: return encode_all<2>(values, n, bucket, seed, o);
-    case 4: return encode_all<4>(values, n, bucket, seed, o);
-    default: return encode_all<8>(values, n, bucket, seed, o);
+    case 2: return encode_all<2>(kernel, values, n, bucket, seed, o);
+    case 4: return encode_all<4>(kernel, values, n, bucket, seed, o);
+    default: return encode_all<8>(kernel, values, n, bucket, seed, o);
   }
 }
 
@@ -212,10 +246,11 @@ Status qsgd_decode_add(const std::byte* encoded, std::size_t encoded_bytes, std:
                                                      " (a scale is a finite magnitude: not an encoding)");
     off += 4 + code_bytes(m, bits);
   }
+  const QsgdDecodeAddFn kernel = qsgd_decode_add_kernel(block::simd_level(), bits);
   switch (bits) {
-    case 2: decode_all<2>(in, n, bucket, accum); break;
-    case 4: decode_all<4>(in, n, bucket, accum); break;
-    default: decode_all<8>(in, n, bucket, accum); break;
+    case 2: decode_all<2>(kernel, in, n, bucket, accum); break;
+    case 4: decode_all<4>(kernel, in, n, bucket, accum); break;
+    default: decode_all<8>(kernel, in, n, bucket, accum); break;
   }
   return Status::Ok();
 }
