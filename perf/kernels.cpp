@@ -315,7 +315,8 @@ int main(int argc, char** argv) {
     KernelRow enc;
     enc.name = "qsgd_enc";
     enc.dtype = dtype;
-    enc.simd = "auto";  // compiler-vectorized at the x86-64-v3 baseline
+    // QSGD has scalar and AVX2 kernels; AVX-512 machines run the AVX2 ones.
+    enc.simd = block::simd_level() >= block::SimdLevel::avx2 ? "avx2" : "scalar";
     enc.bytes = bytes;
     enc.time_us = median_us(flags.reps, [&] {
       must_ok(sparcoll::algo::compress::qsgd_encode(grad.data(), n, bits, 1024, 7, encoded.data(), encoded.size()));
