@@ -1,5 +1,6 @@
 // sparcoll-perf-kernels: throughput of the block layer's kernels (src/block: the non-zero bitmap
-// scan and the reduction into fp32 accumulators) next to what the memory can do, measured in
+// scan and the reduction into fp32 accumulators) and of the compression kernels of the sparse
+// algorithms (src/algo/compress: threshold selection, QSGD) next to what the memory can do, measured in
 // the same run: a STREAM-like sum of a large array (read bandwidth) and a copy, on one thread
 // and on every core. Each figure is the median over repetitions, in GB/s of tensor bytes (copy:
 // bytes read + written, as STREAM counts), with the ratio to the read bandwidth at the same
@@ -13,10 +14,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "algo/compress/qsgd.hpp"
+#include "algo/compress/select_above_kernels.hpp"
 #include "block/bitmap.hpp"
 #include "block/bitmap_kernels.hpp"
 #include "block/reduce.hpp"
@@ -121,6 +125,12 @@ float sum_range(const float* p, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) s += p[i];
   return s;
 #endif
+}
+
+void must_ok(const sparcoll::Status& status) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "sparcoll-perf-kernels: %s\n", status.to_string().c_str());
+  std::exit(1);
 }
 
 // Runs fn(first, last) over [0, n) split across `threads` threads.
@@ -268,6 +278,60 @@ int main(int argc, char** argv) {
         rows.push_back(r);
       }
     }
+  }
+  g_sink = g_sink + acc[0];
+
+  // Compression kernels (src/algo/compress) over normally distributed values, GB/s of fp32
+  // input: threshold selection at 1% (|z| >= 2.576) at each SIMD level, and QSGD encode and
+  // decode-add (buckets of 1024) at each width.
+  std::vector<float> grad(n);
+  {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal;
+    for (auto& x : grad) x = normal(rng);
+  }
+  std::vector<std::uint32_t> sel_idx(n / 50 + 64);
+  std::vector<float> sel_val(sel_idx.size());
+  for (block::SimdLevel level : levels) {
+    KernelRow r;
+    r.name = "select";
+    r.dtype = "f32";
+    r.density = 0.01;
+    r.simd = block::simd_level_name(level);
+    r.bytes = bytes;
+    const auto kernel = sparcoll::algo::compress::select_above_kernel(level);
+    r.time_us = median_us(flags.reps, [&] {
+      g_sink = g_sink + static_cast<float>(kernel(grad.data(), n, 2.576f, sel_idx.data(), sel_val.data(), sel_idx.size()));
+    });
+    r.GBps = static_cast<double>(bytes) / (r.time_us * 1e3);
+    r.ratio = r.GBps / read_bw[0];
+    rows.push_back(r);
+  }
+  for (unsigned bits : {2u, 4u, 8u}) {
+    std::size_t encoded_bytes = 0;
+    must_ok(sparcoll::algo::compress::qsgd_encoded_bytes(n, bits, 1024, &encoded_bytes));
+    std::vector<std::byte> encoded(encoded_bytes);
+    const std::string dtype = "q" + std::to_string(bits);
+    KernelRow enc;
+    enc.name = "qsgd_enc";
+    enc.dtype = dtype;
+    // QSGD has scalar and AVX2 kernels; AVX-512 machines run the AVX2 ones.
+    enc.simd = block::simd_level() >= block::SimdLevel::avx2 ? "avx2" : "scalar";
+    enc.bytes = bytes;
+    enc.time_us = median_us(flags.reps, [&] {
+      must_ok(sparcoll::algo::compress::qsgd_encode(grad.data(), n, bits, 1024, 7, encoded.data(), encoded.size()));
+    });
+    enc.GBps = static_cast<double>(bytes) / (enc.time_us * 1e3);
+    enc.ratio = enc.GBps / read_bw[0];
+    rows.push_back(enc);
+    KernelRow dec = enc;
+    dec.name = "qsgd_dec";  // decode and add into an fp32 accumulator; GB/s of accumulator
+    dec.time_us = median_us(flags.reps, [&] {
+      must_ok(sparcoll::algo::compress::qsgd_decode_add(encoded.data(), encoded.size(), n, bits, 1024, acc.data()));
+    });
+    dec.GBps = static_cast<double>(bytes) / (dec.time_us * 1e3);
+    dec.ratio = dec.GBps / read_bw[0];
+    rows.push_back(dec);
   }
   g_sink = g_sink + acc[0];
 

@@ -8,11 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh >/dev/null
-rm -f build/gtest-report.json build/gtest-rdma-report.json
+rm -f build/gtest-report.json build/gtest-algo-report.json build/gtest-rdma-report.json
 status=0
 meson test -C build --print-errorlogs --no-rebuild || status=$?
 
-reports=(build/gtest-report.json)
+reports=(build/gtest-report.json build/gtest-algo-report.json)
 if [ "${SPARCOLL_SKIP_RDMA_VM:-0}" = 1 ]; then
   echo "test: SPARCOLL_SKIP_RDMA_VM=1, the rdma suites stay skipped"
 else
