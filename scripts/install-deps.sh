@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything sparcoll needs to build, test and benchmark, from Debian 12 packages.
+# python3-torch and libtorch-dev: the PyTorch backend (python/) and its test suite.
 # Idempotent: packages already present are not downloaded again. Runs apt as root (sudo if needed).
 set -euo pipefail
 
@@ -11,6 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgloo-dev
   zlib1g-dev
+  python3-torch libtorch-dev
 )
 
 missing=()

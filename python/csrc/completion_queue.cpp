@@ -1,0 +1,73 @@
+#include "completion_queue.hpp"
+
+#include <stdexcept>
+
+namespace sparcoll_torch {
+
+CompletionQueue::CompletionQueue() : thread_([this] { run(); }) {}
+
+CompletionQueue::~CompletionQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void CompletionQueue::push(std::vector<sparcoll::Request> requests, std::string what, Done done) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.push_back(Entry{std::move(requests), std::move(what), std::move(done)});
+    ++pushed_;
+  }
+  changed_.notify_all();
+}
+
+void CompletionQueue::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::uint64_t target = pushed_;
+  changed_.wait(lock, [&] { return completed_ >= target; });
+}
+
+void CompletionQueue::run() {
+  for (;;) {
+    Entry entry;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !entries_.empty(); });
+      // Stop only when empty: a queued request still points into tensors its Work keeps alive.
+      if (entries_.empty()) return;
+      entry = std::move(entries_.front());
+      entries_.pop_front();
+    }
+    std::exception_ptr error;
+    for (sparcoll::Request& request : entry.requests) {
+      try {
+        request.wait();  // every request, even after a failure: buffers stay in use until done
+      } catch (const sparcoll::Error& e) {
+        std::string message = entry.what + e.what();
+        // Every argument of this rank passed its checks before the request was issued, so an
+        // invalid_argument here is a peer's abort ("rank N aborted op ..."): point there.
+        if (e.code() == sparcoll::ErrorCode::invalid_argument)
+          message += " (that rank's input failed the backend's checks; its own error names the problem)";
+        if (!error) error = std::make_exception_ptr(std::runtime_error(message));
+      } catch (const std::exception& e) {
+        if (!error) error = std::make_exception_ptr(std::runtime_error(entry.what + e.what()));
+      }
+    }
+    try {
+      if (entry.done) entry.done(error);
+    } catch (...) {
+      // A completion that throws must not take the thread (and every later Work) down with it;
+      // the Work was given the error already or finishes through its own catch.
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++completed_;
+    }
+    changed_.notify_all();
+  }
+}
+
+}  // namespace sparcoll_torch

@@ -1,0 +1,97 @@
+// c10d::ProcessGroup "sparcoll": torch.distributed collectives on a sparcoll::Communicator.
+//
+// Supported: allreduce (+ allreduce_coalesced; sum/avg/min/max; f32, f16, bf16, i32; several
+// tensors per call, each reduced on its own; torch.sparse COO tensors), broadcast, allgather
+// (+ _allgather_base), reduce_scatter (+ _reduce_scatter_base), barrier. Every other operation
+// throws a RuntimeError naming it. Works are asynchronous: collectives are issued with
+// sparcoll's non-blocking calls and completed by a CompletionQueue thread.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <sparcoll/communicator.hpp>
+
+#include "byte_collectives.hpp"
+#include "completion_queue.hpp"
+
+namespace sparcoll_torch {
+
+class ProcessGroupSparcoll final : public c10d::ProcessGroup {
+ public:
+  // `store_address` and `job_token` come from the group's torch store (python/_rendezvous.py);
+  // every other setting from SPARCOLL_* variables (Options::from_env).
+  ProcessGroupSparcoll(int rank, int size, const std::string& store_address, const std::string& job_token);
+  ~ProcessGroupSparcoll() override;
+
+  const std::string getBackendName() const override { return "sparcoll"; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+
+  // Not supported: each throws "sparcoll: <op> is not supported ...".
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>&, const c10d::ReduceOptions&) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
+                                                     std::vector<at::Tensor>&, const c10d::AllgatherOptions&) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&,
+                                        const c10d::GatherOptions&) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&,
+                                         const c10d::ScatterOptions&) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
+                                               std::vector<int64_t>&, const c10d::AllToAllOptions&) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
+                                          const c10d::AllToAllOptions&) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>&, int, int) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>&, int, int) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override;
+
+  // Completes outstanding Works and leaves the sparcoll job (a collective: every rank calls it,
+  // through torch.distributed.destroy_process_group). Later calls throw. Idempotent.
+  void shutdown();
+  std::string transport() const;
+
+ private:
+  // One collective call: the started operations, the tensors its Work reports as result(), and
+  // what runs after every operation succeeded (copy results back into the caller's tensors).
+  struct Issued {
+    std::vector<Started> ops;
+    std::vector<at::Tensor> outputs;
+  };
+  template <typename Prepare>
+  c10::intrusive_ptr<c10d::Work> run(const char* op, c10d::OpType type, Prepare&& prepare);
+  Issued issue_allreduce(const char* op, std::vector<at::Tensor>& tensors, const c10d::ReduceOp& reduce_op);
+  Issued issue_sparse_allreduce(const char* op, at::Tensor& tensor, sparcoll::ReduceOp op_code);
+  // The broadcast / allgather / reduce_scatter / sparse plug-in points are byte_collectives.cpp
+  // and issue_sparse_allreduce; these two only start them and keep the tensors alive.
+  Issued issue_allgather(const at::Tensor& input, std::vector<void*> recv, std::vector<at::Tensor> outputs);
+  Issued issue_reduce_scatter(const at::Tensor& input, at::Tensor output, sparcoll::DataType dtype,
+                              sparcoll::ReduceOp op);
+  void abort_peers();
+
+  mutable std::mutex mutex_;  // sparcoll::Communicator is used from one thread at a time
+  std::unique_ptr<sparcoll::Communicator> comm_;  // null after shutdown()
+  std::unique_ptr<CompletionQueue> completions_;
+};
+
+}  // namespace sparcoll_torch

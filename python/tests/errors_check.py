@@ -1,0 +1,100 @@
+"""Bad input to the sparcoll backend: a clear RuntimeError on every rank, never a hang.
+
+Run by run_torchrun.py with 2 ranks and a short SPARCOLL_DEADLINE_MS. Each case runs on every
+rank; the group must still work afterwards (checked by an allreduce after each case). Exits 1
+listing the cases that did not raise the expected message.
+"""
+import sys
+
+import torch
+import torch.distributed as dist
+
+import sparcoll_torch  # noqa: F401  (registers the backend)
+
+failures = []
+
+
+def expect(case, fragment, call, rank=None):
+    """`call` must raise a RuntimeError containing `fragment`."""
+    rank = dist.get_rank() if rank is None else rank
+    try:
+        call()
+    except RuntimeError as e:
+        first = str(e).splitlines()[0]
+        if fragment in str(e):
+            print(f"rank {rank}: {case}: ok: {first}", flush=True)
+        else:
+            failures.append(f"{case}: expected '{fragment}', got: {first}")
+        return
+    failures.append(f"{case}: no exception")
+
+
+def still_works(case):
+    t = torch.ones(8)
+    dist.all_reduce(t)
+    if t[0].item() != dist.get_world_size():
+        failures.append(f"{case}: the group gave {t[0].item()} afterwards, not {dist.get_world_size()}")
+
+
+def main():
+    dist.init_process_group("sparcoll")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    pg = dist.distributed_c10d._get_default_group()
+    cases = [
+        ("unsupported gather", "sparcoll: gather is not supported",
+         lambda: dist.gather(torch.ones(2), [torch.ones(2) for _ in range(world)] if rank == 0 else None)),
+        ("unsupported reduce", "sparcoll: reduce is not supported", lambda: dist.reduce(torch.ones(2), 0)),
+        ("unsupported scatter", "sparcoll: scatter is not supported",
+         lambda: dist.scatter(torch.ones(2), [torch.ones(2) for _ in range(world)] if rank == 0 else None)),
+        ("unsupported all_to_all", "sparcoll: alltoall_base is not supported",
+         lambda: dist.all_to_all_single(torch.ones(world), torch.ones(world))),
+        ("non-contiguous", "is not contiguous", lambda: dist.all_reduce(torch.ones(4, 6).t())),
+        ("non-contiguous broadcast", "is not contiguous", lambda: dist.broadcast(torch.ones(4, 6)[:, 1], 0)),
+        ("dtype", "has dtype torch.float64", lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64))),
+        ("dtype of reduce_scatter", "has dtype torch.int64",
+         lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.int64),
+                                     [torch.ones(2, dtype=torch.int64) for _ in range(world)])),
+        ("reduce op", "ReduceOp.PRODUCT is not supported",
+         lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.PRODUCT)),
+        ("layout sparse_csr", "has layout torch.sparse_csr",
+         lambda: pg.allreduce([torch.eye(3).to_sparse_csr()]).wait()),
+        # torch 1.13 registers c10d kernels for CPU and CUDA only: other devices stop in its
+        # dispatcher (NotImplementedError, a RuntimeError); CUDA tensors reach the backend's check.
+        ("device meta", "Could not run 'c10d::allreduce_'",
+         lambda: pg.allreduce([torch.ones(4, device="meta")]).wait()),
+        ("sparse with MAX", "sparse_coo tensors reduce with SUM or AVG only",
+         lambda: dist.all_reduce(torch.eye(3).to_sparse(), op=dist.ReduceOp.MAX)),
+        ("allgather output list", "needs one per rank",
+         lambda: dist.all_gather([torch.empty(2)], torch.ones(2))),
+        ("allgather output shape", "has 3 elements, 2 expected",
+         lambda: dist.all_gather([torch.empty(3) for _ in range(world)], torch.ones(2))),
+        # Ranks disagree: sparcoll's op-level checks fail the collective on every rank.
+        ("mismatched shapes", "mismatch", lambda: dist.all_reduce(torch.ones(100 + 300 * rank))),
+        # Bad input on one rank only: that rank's own message, an abort on the others.
+        ("bad dtype on rank 1 only", "has dtype torch.float64" if rank == 1 else "aborted",
+         lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64 if rank == 1 else torch.float32))),
+    ]
+    for case, fragment, call in cases:
+        expect(case, fragment, call)
+        still_works(case)
+
+    # A second sparcoll group next to the default one: its own communicator and store.
+    second = dist.new_group(backend="sparcoll")
+    t = torch.full((1000,), float(rank + 1))
+    dist.all_reduce(t, group=second)
+    if t[0].item() != world * (world + 1) / 2:
+        failures.append(f"second group: got {t[0].item()}")
+    dist.destroy_process_group(second)
+    expect("second group after destroy", "destroyed", lambda: second.allreduce([torch.ones(2)]).wait())
+    still_works("default group after destroying the second")
+
+    dist.destroy_process_group()
+    expect("default group after destroy", "destroyed", lambda: pg.allreduce([torch.ones(2)]).wait(), rank)
+
+    for f in failures:
+        print(f"rank {rank}: FAILED {f}", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
