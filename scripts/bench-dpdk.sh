@@ -29,7 +29,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 build=${1:-build}
-for tool in perf/sparcoll-dpdk-raw-bw perf/sparcoll-transport-bw perf/sparcoll-perf src/tools/sparcoll-run; do
+tools="perf/sparcoll-dpdk-raw-bw perf/sparcoll-transport-bw"
+[ "$goodput_only" = 1 ] || tools="$tools perf/sparcoll-perf src/tools/sparcoll-run"
+for tool in $tools; do
   [ -x "$build/$tool" ] || { echo "bench-dpdk: $build/$tool is missing (build with DPDK installed)" >&2; exit 2; }
 done
 load=$(cut -d' ' -f1 /proc/loadavg)
