@@ -1,35 +1,68 @@
 #!/usr/bin/env bash
 # DPDK benchmarks on a memif pair (no NIC needed), in one run:
-#   1. goodput: a raw DPDK burst sender/receiver (sparcoll-dpdk-raw-bw, two processes) against
-#      the dpdk driver through the transport interface (sparcoll-transport-bw: two driver
-#      instances, reliable delivery, acks and windows included), 8 KiB payloads;
+#   1. goodput: a raw DPDK burst sender/receiver (sparcoll-dpdk-raw-bw) against the dpdk driver
+#      through the transport interface (sparcoll-transport-bw: reliable delivery, acks and
+#      windows included), back to back, --repeat times (default 3), with the load average of
+#      each round and the median ratios. Same frame and link for both: a driver message of
+#      SIZE bytes (default 8192) is a frame of SIZE + 104 bytes, so the raw tool sends UDP
+#      payloads of SIZE + 62; both use memif bsize = frame rounded up to 128 and rsize 10 (1024
+#      buffers), what the driver configures. Layouts:
+#        raw     two processes, receiver pinned to CPU 0, sender to CPU 1;
+#        drv-2p  the driver in the same layout (sparcoll-transport-bw --processes 2 --pin);
+#        drv-1p  both driver ends as two unpinned threads of one process (the old default).
 #   2. block-sparse allreduce, 2 ranks, 16 MiB fp32, over dpdk (memif), shm and tcp at 1%, 10%, 100%;
 #   3. the same over dpdk with 1% of the data frames dropped (SPARCOLL_DPDK_DROP_EVERY=100):
 #      the slowdown recovery costs.
-# Two cores: run it on a quiet machine (the script warns when the load average is above 1).
-#   scripts/bench-dpdk.sh [BUILD_DIR]        (default: build)
+# Two cores: run it on a quiet machine (the script warns when the load average is above 1);
+# on a shared machine compare the ratios, not the absolute rates.
+#   scripts/bench-dpdk.sh [--goodput-only] [--repeat N] [--size BYTES] [BUILD_DIR]   (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+goodput_only=0 repeat=3 size=8192
+while [ $# -gt 0 ]; do
+  case $1 in
+    --goodput-only) goodput_only=1; shift ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    -*) echo "bench-dpdk: unknown flag $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
 build=${1:-build}
-for tool in perf/sparcoll-dpdk-raw-bw perf/sparcoll-transport-bw perf/sparcoll-perf src/tools/sparcoll-run; do
+tools="perf/sparcoll-dpdk-raw-bw perf/sparcoll-transport-bw"
+[ "$goodput_only" = 1 ] || tools="$tools perf/sparcoll-perf src/tools/sparcoll-run"
+for tool in $tools; do
   [ -x "$build/$tool" ] || { echo "bench-dpdk: $build/$tool is missing (build with DPDK installed)" >&2; exit 2; }
 done
 load=$(cut -d' ' -f1 /proc/loadavg)
 awk -v l="$load" 'BEGIN { exit !(l > 1.0) }' && echo "# warning: load average $load: figures will be noisy"
 echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) cores"
 
-echo "# goodput, memif pair, 8192-byte payloads, 3 s"
-socket=/sparcoll-bench-$$
-"$build"/perf/sparcoll-dpdk-raw-bw --role server --socket $socket --json /dev/null >/tmp/bench-dpdk-raw.$$ 2>/dev/null &
-server=$!
-"$build"/perf/sparcoll-dpdk-raw-bw --role client --socket $socket --size 8192 --seconds 3 >/dev/null 2>&1 || true
-wait $server || true
-raw=$(sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' /tmp/bench-dpdk-raw.$$ | head -1)
-rm -f /tmp/bench-dpdk-raw.$$
-printf "raw dpdk burst (receiver)     %8.2f Gbit/s\n" "${raw:-0}"
-line=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size 8192 --seconds 3)
-drv=$(echo "$line" | awk '{print $10 * 8}')
-printf "sparcoll dpdk driver           %8.2f Gbit/s  (%.2fx of raw)\n" "$drv" "$(awk -v a="$drv" -v b="${raw:-0}" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+frame=$((size + 104)); bsize=$(( (frame + 127) / 128 * 128 )); rsize=10
+echo "# goodput, memif pair, $size-byte messages ($frame-byte frames, raw UDP payload $((frame - 42))), bsize=$bsize rsize=$rsize, 3 s each, Gbit/s of payload"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf "%-5s %-16s %9s %9s %9s %8s %8s\n" round load raw drv-2p drv-1p ratio-2p ratio-1p
+for round in $(seq 1 "$repeat"); do
+  l=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/')
+  socket=/sparcoll-bench-$$-$round
+  memif="bsize=$bsize,rsize=$rsize,socket=$socket"
+  "$build"/perf/sparcoll-dpdk-raw-bw --role server --eal "--vdev=net_memif0,role=server,$memif" >"$tmp/raw" 2>/dev/null &
+  server=$!
+  "$build"/perf/sparcoll-dpdk-raw-bw --role client --eal "--vdev=net_memif0,role=client,$memif" --size $((frame - 42)) \
+    --seconds 3 >/dev/null 2>&1 || true
+  wait $server || true
+  raw=$(sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' "$tmp/raw" | head -1)
+  d2=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin 2>"$tmp/d2" | awk '{print $10 * 8}')
+  d1=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 2>"$tmp/d1" | awk '{print $10 * 8}')
+  awk -v r="$round" -v l="$l" -v a="${raw:-0}" -v b="${d2:-0}" -v c="${d1:-0}" \
+    'BEGIN { printf "%-5s %-16s %9.2f %9.2f %9.2f %7.2fx %7.2fx\n", r, l, a, b, c, (a > 0 ? b / a : 0), (a > 0 ? c / a : 0) }' |
+    tee -a "$tmp/rows"
+  grep -h "retransmitted" "$tmp/d2" | sed 's/^#/#   drv-2p/' || true
+done
+sort -k6 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-2p/raw: " $6 }'
+sort -k7 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-1p/raw: " $7 }'
+[ "$goodput_only" = 1 ] && exit 0
 
 perf() {  # perf TRANSPORT DENSITY [ENV...]
   local transport=$1 density=$2

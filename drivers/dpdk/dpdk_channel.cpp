@@ -8,7 +8,6 @@
 namespace sparcoll::transport::dpdk {
 namespace {
 
-constexpr std::uint64_t kMask = kWindow - 1;
 constexpr std::uint32_t kAckEvery = 16;        // arrivals before a standalone ack
 constexpr std::uint32_t kFastRetransmitGap = 3;
 constexpr std::uint32_t kMaxBackoff = 8;
@@ -35,6 +34,12 @@ struct DpdkChannel::Peer {
     std::uint64_t seq = 0;
     std::uint64_t sent = 0;    // TSC of the last transmission
     std::uint64_t xmit = 0;    // transmission number of the last transmission (per peer)
+    // What its acknowledgement proves about the order of arrival (RACK): the transmission
+    // number of the copy that must have arrived. A copy resent because later ones arrived
+    // (the earlier copy is known lost) moves it; a copy resent at a timeout does not: the
+    // timeout may be spurious (a descheduled receiver) and the first copy the one that arrives,
+    // and crediting the resent copy would then declare every frame sent in between lost.
+    std::uint64_t rack_mark = 0;
     std::uint32_t tx_count = 0;
     bool sacked = false;
     bool queued = false;       // a reference sits in a backlog
@@ -42,7 +47,9 @@ struct DpdkChannel::Peer {
   std::vector<Slot> tx;
   std::uint64_t base = 0;      // lowest seq not acknowledged
   std::uint64_t next_seq = 0;
-  std::uint64_t limit = kWindow;  // the peer has room for seqs below it
+  // The peer has room for seqs below it. Until its first ack tells, assume the smallest window
+  // any peer has (a peer with more peers than we have has a smaller one).
+  std::uint64_t limit = kMinWindow;
   std::uint64_t srtt = 0;
   std::uint64_t rttvar = 0;
   std::uint32_t backoff = 0;
@@ -65,7 +72,7 @@ struct DpdkChannel::Peer {
   bool ack_now = false;
   std::uint32_t unacked = 0;
   std::uint64_t dirty_since = 0;
-  std::uint64_t limit_sent = kWindow;
+  std::uint64_t limit_sent = kMinWindow;  // the limit we advertised last (the peer assumes kMinWindow at first)
   std::uint32_t control_queued = 0;
 
   // Closing.
@@ -95,6 +102,8 @@ DpdkChannel::DpdkChannel(ChannelSetup setup)
     : setup_(std::move(setup)),
       index_(setup_.index),
       max_message_(setup_.max_message),
+      window_(setup_.window),
+      mask_(setup_.window - 1),
       pool_(setup_.pool),
       ring_(setup_.rings[setup_.index]),
       pos_of_(setup_.processes, -1),
@@ -129,8 +138,8 @@ DpdkChannel::DpdkChannel(ChannelSetup setup)
     p->index = ps.index;
     p->label = ps.label;
     p->target = ps.target;
-    p->tx.resize(kWindow);
-    p->rx.resize(kWindow);
+    p->tx.resize(window_);
+    p->rx.resize(window_);
     FrameHeader& h = p->tmpl;
     h.dst_mac = ps.mac;
     h.src_mac = setup_.mac;
@@ -180,12 +189,12 @@ void DpdkChannel::fill_ack(Peer& p, FrameHeader* h) {
   if (p.out_of_order > 0) {
     for (std::uint32_t i = 0; i < 64; ++i) {
       const std::uint64_t seq = p.arrived + 1 + i;
-      if (seq >= p.delivered + kWindow) break;
-      if (p.rx[seq & kMask].m != nullptr) sack |= std::uint64_t{1} << i;
+      if (seq >= p.delivered + window_) break;
+      if (p.rx[seq & mask_].m != nullptr) sack |= std::uint64_t{1} << i;
     }
   }
   h->sack = sack;
-  h->limit = p.delivered + kWindow;
+  h->limit = p.delivered + window_;
   p.limit_sent = h->limit;
   p.ack_dirty = false;
   p.ack_now = false;
@@ -229,15 +238,20 @@ rte_mbuf* DpdkChannel::build(Peer& p, FrameType type, std::uint64_t seq, const s
 
 bool DpdkChannel::push(Backlog& b, const TxEntry& entry) {
   if (b.dead || b.count == b.entries.size()) return false;
-  b.entries[(b.head + b.count) % b.entries.size()] = entry;
+  // No modulo: the capacity is not a power of two, and a 64-bit division per frame was the
+  // hottest instruction of the send path in a profile (perf/transport_bw --lockstep).
+  std::size_t at = b.head + b.count;
+  if (at >= b.entries.size()) at -= b.entries.size();
+  b.entries[at] = entry;
   ++b.count;
   return true;
 }
 
-void DpdkChannel::transmit_data(Peer& p, std::uint64_t seq) {
-  Peer::Slot& slot = p.tx[seq & kMask];
+void DpdkChannel::transmit_data(Peer& p, std::uint64_t seq, bool at_timeout) {
+  Peer::Slot& slot = p.tx[seq & mask_];
   slot.sent = now_;
   slot.xmit = ++p.transmissions;
+  if (!at_timeout) slot.rack_mark = slot.xmit;
   if (++slot.tx_count > 1) {
     ++counters_.retransmitted;
     ++p.retransmits;
@@ -276,7 +290,7 @@ SendResult DpdkChannel::send(std::uint32_t peer_index, const struct iovec* iov, 
     fail(ErrorCode::peer_failure, p.label + " " + (p.gone.empty() ? "closed its dpdk transport" : p.gone));
     return SendResult::error;
   }
-  if (p.next_seq - p.base >= kWindow || p.next_seq >= p.limit) return SendResult::no_resource;
+  if (p.next_seq - p.base >= window_ || p.next_seq >= p.limit) return SendResult::no_resource;
   Backlog& b = *backlogs_[p.target];
   if (b.count == b.entries.size()) {
     flush(b);
@@ -284,9 +298,11 @@ SendResult DpdkChannel::send(std::uint32_t peer_index, const struct iovec* iov, 
   }
   rte_mbuf* m = build(p, FrameType::data, p.next_seq, iov, iovcnt, static_cast<std::uint32_t>(len));
   if (m == nullptr) return SendResult::no_resource;
-  now_ = rte_rdtsc();
+  // The clock once per burst: frames queued together leave together (at the latest when the
+  // backlog reaches a burst or at the next poll), so they share a transmission time.
+  if (b.count == 0) now_ = rte_rdtsc();
   const std::uint64_t seq = p.next_seq++;
-  Peer::Slot& slot = p.tx[seq & kMask];
+  Peer::Slot& slot = p.tx[seq & mask_];
   slot = Peer::Slot{};
   slot.m = m;
   slot.seq = seq;
@@ -295,7 +311,7 @@ SendResult DpdkChannel::send(std::uint32_t peer_index, const struct iovec* iov, 
     p.last_progress = now_;
     arm_timer(p);
   }
-  transmit_data(p, seq);
+  transmit_data(p, seq, false);
   if (b.count >= kBurst) flush(b);
   return SendResult::ok;
 }
@@ -324,7 +340,7 @@ void DpdkChannel::on_sent(const TxEntry& entry) {
   ++counters_.packets_sent;
   Peer& p = *peers_[entry.peer];
   if (entry.type == FrameType::data) {
-    Peer::Slot& slot = p.tx[entry.seq & kMask];
+    Peer::Slot& slot = p.tx[entry.seq & mask_];
     if (slot.seq == entry.seq) slot.queued = false;
     return;
   }
@@ -340,13 +356,13 @@ void DpdkChannel::discard(Backlog& b) {
     const TxEntry& e = b.entries[b.head];
     Peer& p = *peers_[e.peer];
     if (e.type == FrameType::data) {
-      Peer::Slot& slot = p.tx[e.seq & kMask];
+      Peer::Slot& slot = p.tx[e.seq & mask_];
       if (slot.seq == e.seq) slot.queued = false;
     } else {
       --p.control_queued;
     }
     rte_pktmbuf_free(e.m);
-    b.head = (b.head + 1) % b.entries.size();
+    if (++b.head == b.entries.size()) b.head = 0;
     --b.count;
   }
 }
@@ -364,7 +380,7 @@ void DpdkChannel::flush(Backlog& b) {
     const std::uint16_t sent = rte_eth_tx_burst(b.port, b.queue, burst, k);
     for (std::uint16_t i = 0; i < sent; ++i) {
       const TxEntry entry = b.entries[b.head];
-      b.head = (b.head + 1) % cap;
+      if (++b.head == cap) b.head = 0;
       --b.count;
       on_sent(entry);
       // A FIN_ACK went out on a memif link: nothing may follow it there.
@@ -508,9 +524,9 @@ void DpdkChannel::process(rte_mbuf* m) {
       } else if (h.ack > peer->next_seq ||
                  (h.sack != 0 && h.ack + 1 + (63 - static_cast<std::uint64_t>(__builtin_clzll(h.sack))) >= peer->next_seq)) {
         verdict = Verdict::bad_ack;  // acknowledges something never sent
-      } else if (h.type == FrameType::data && h.seq >= peer->delivered + kWindow) {
+      } else if (h.type == FrameType::data && h.seq >= peer->delivered + window_) {
         verdict = Verdict::out_of_window;
-      } else if (h.type == FrameType::fin && (h.seq < peer->arrived || h.seq > peer->delivered + kWindow)) {
+      } else if (h.type == FrameType::fin && (h.seq < peer->arrived || h.seq > peer->delivered + window_)) {
         verdict = Verdict::out_of_window;
       }
     }
@@ -576,14 +592,14 @@ std::uint64_t DpdkChannel::rto(const Peer& p) const {
 void DpdkChannel::on_ack_fields(Peer& p, const FrameHeader& h) {
   bool progress = false;
   if (h.limit > p.limit) p.limit = h.limit;
-  // RACK-style loss detection needs the newest transmission known to have arrived. (For a
-  // resent frame that may have been its first copy: then a frame is resent needlessly.)
-  auto arrived = [&](const Peer::Slot& slot) { p.rack_xmit = std::max(p.rack_xmit, slot.xmit); };
+  // RACK-style loss detection needs the newest transmission known to have arrived (see
+  // Slot::rack_mark for frames resent at a timeout).
+  auto arrived = [&](const Peer::Slot& slot) { p.rack_xmit = std::max(p.rack_xmit, slot.rack_mark); };
   if (h.ack > p.base) {
-    const Peer::Slot& newest = p.tx[(h.ack - 1) & kMask];
+    const Peer::Slot& newest = p.tx[(h.ack - 1) & mask_];
     if (newest.tx_count == 1 && newest.m != nullptr) sample_rtt(p, now_ - newest.sent);  // Karn: never a resent frame
     for (std::uint64_t seq = p.base; seq < h.ack; ++seq) {
-      Peer::Slot& slot = p.tx[seq & kMask];
+      Peer::Slot& slot = p.tx[seq & mask_];
       if (!slot.sacked) arrived(slot);
       if (slot.m != nullptr) rte_pktmbuf_free(slot.m);
       slot.m = nullptr;
@@ -596,7 +612,7 @@ void DpdkChannel::on_ack_fields(Peer& p, const FrameHeader& h) {
     const std::uint64_t seq = h.ack + 1 + static_cast<std::uint64_t>(__builtin_ctzll(bits));
     highest = seq;
     if (seq < p.base || seq >= p.next_seq) continue;
-    Peer::Slot& slot = p.tx[seq & kMask];
+    Peer::Slot& slot = p.tx[seq & mask_];
     if (slot.sacked) continue;
     slot.sacked = true;
     arrived(slot);
@@ -616,17 +632,17 @@ void DpdkChannel::on_ack_fields(Peer& p, const FrameHeader& h) {
   // not at the timeout.
   const std::uint64_t horizon = std::min(p.next_seq, p.base + 65);
   for (std::uint64_t seq = p.base; seq < horizon; ++seq) {
-    Peer::Slot& slot = p.tx[seq & kMask];
+    Peer::Slot& slot = p.tx[seq & mask_];
     if (slot.m == nullptr || slot.sacked || slot.queued) continue;
     const bool by_count = slot.tx_count == 1 && seq + kFastRetransmitGap <= highest;
     const bool overtaken = slot.xmit < p.rack_xmit;
-    if (by_count || overtaken) transmit_data(p, seq);
+    if (by_count || overtaken) transmit_data(p, seq, false);
   }
 }
 
 bool DpdkChannel::on_data(Peer& p, const FrameHeader& h, rte_mbuf* m) {
   const std::uint64_t seq = h.seq;
-  Peer::RxSlot& slot = p.rx[seq & kMask];
+  Peer::RxSlot& slot = p.rx[seq & mask_];
   if (seq < p.delivered || slot.m != nullptr) {
     ++counters_.duplicates;
     p.ack_now = true;  // the sender evidently missed our ack
@@ -647,7 +663,7 @@ bool DpdkChannel::on_data(Peer& p, const FrameHeader& h, rte_mbuf* m) {
   slot.len = h.payload_len;
   if (seq == p.arrived) {
     ++p.arrived;
-    while (p.arrived < p.delivered + kWindow && p.rx[p.arrived & kMask].m != nullptr) {
+    while (p.arrived < p.delivered + window_ && p.rx[p.arrived & mask_].m != nullptr) {
       ++p.arrived;
       --p.out_of_order;
     }
@@ -682,7 +698,7 @@ int DpdkChannel::deliver(ReceivedMessage* out, int max) {
     Peer& p = *peers_[pos];
     const std::uint64_t before = p.delivered;
     while (n < cap && p.delivered < p.arrived) {
-      Peer::RxSlot& slot = p.rx[p.delivered & kMask];
+      Peer::RxSlot& slot = p.rx[p.delivered & mask_];
       out[n++] = ReceivedMessage{p.index, rte_pktmbuf_mtod_offset(slot.m, const std::byte*, kHeadersLen), slot.len};
       release_[released_count_++] = slot.m;
       slot.m = nullptr;
@@ -692,7 +708,7 @@ int DpdkChannel::deliver(ReceivedMessage* out, int max) {
       // Room opened: the sender learns it with the next ack, at once after a quarter window.
       if (!p.ack_dirty) p.dirty_since = now_;
       p.ack_dirty = true;
-      if (p.delivered + kWindow - p.limit_sent >= kWindow / 4) p.ack_now = true;
+      if (p.delivered + window_ - p.limit_sent >= window_ / 4) p.ack_now = true;
     }
   }
   if (count > 0 && ++next_first_ >= count) next_first_ = 0;
@@ -721,9 +737,9 @@ void DpdkChannel::on_timeout(Peer& p) {
   const std::uint64_t wait = rto(p);
   const std::uint64_t horizon = std::min(p.next_seq, p.base + 65);
   for (std::uint64_t seq = p.base; seq < horizon; ++seq) {
-    Peer::Slot& slot = p.tx[seq & kMask];
+    Peer::Slot& slot = p.tx[seq & mask_];
     if (slot.m == nullptr || slot.sacked || slot.queued || now_ - slot.sent < wait) continue;
-    transmit_data(p, seq);
+    transmit_data(p, seq, true);
   }
   if (p.backoff < kMaxBackoff) ++p.backoff;
   arm_timer(p);
@@ -824,7 +840,7 @@ void DpdkChannel::close_step() {
     Peer& p = *pp;
     if (p.delivered == p.arrived) continue;
     while (p.delivered < p.arrived) {
-      Peer::RxSlot& slot = p.rx[p.delivered & kMask];
+      Peer::RxSlot& slot = p.rx[p.delivered & mask_];
       rte_pktmbuf_free(slot.m);
       slot.m = nullptr;
       ++p.delivered;

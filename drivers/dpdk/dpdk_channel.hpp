@@ -1,12 +1,12 @@
 // One dpdk channel: reliable, ordered message delivery to every peer over UDP frames.
 //
 // Per (channel, peer), selective repeat over the messages actually sent:
-//   send side   a window of kWindow retained frames (the mbufs themselves, preallocated in the
+//   send side   a window of W retained frames (the mbufs themselves, preallocated in the
 //               channel's mempool): send() builds the frame once, transmits it, keeps it until
 //               the peer acknowledges it; a retransmission re-sends the same mbuf (reference
 //               count), so recovery costs no copy and never sends anything but lost frames.
 //               no_resource when the window is full or the peer has no room (its `limit`).
-//   receive     a reorder buffer of kWindow slots holding out-of-order mbufs; messages are
+//   receive     a reorder buffer of W slots holding out-of-order mbufs; messages are
 //               handed to the engine in place, exactly once and in order; duplicates are
 //               dropped and counted.
 //   acks        every frame carries ack (all below arrived), a 64-bit SACK bitmap above it and
@@ -41,7 +41,17 @@
 
 namespace sparcoll::transport::dpdk {
 
-inline constexpr std::uint32_t kWindow = 256;   // messages in flight per (channel, peer); a power of two
+// Messages in flight per (channel, peer): the window, a power of two between kMinWindow and
+// kMaxWindow. Deep enough to keep a memif ring (1024 buffers) full while the receiving process
+// is descheduled, within a bounded pool: each peer costs two windows of mbufs (retained sends,
+// reorder buffer), so a process with many peers gets a smaller window per peer.
+inline constexpr std::uint32_t kMinWindow = 256;
+inline constexpr std::uint32_t kMaxWindow = 1024;
+constexpr std::uint32_t window_for(std::uint32_t peers) {
+  std::uint32_t w = kMaxWindow;
+  while (w > kMinWindow && w * peers > 2 * kMaxWindow) w /= 2;
+  return w;
+}
 inline constexpr std::uint32_t kBurst = 32;
 inline constexpr std::uint32_t kRingSize = 512;    // software steering ring per channel
 inline constexpr std::uint32_t kMaxDeliver = 256;  // messages handed out by one poll()
@@ -80,6 +90,7 @@ struct ChannelSetup {
   std::uint32_t ip = 0;
   std::uint16_t udp_port = 0;  // mine, for this channel
   std::uint32_t max_message = 0;
+  std::uint32_t window = kMinWindow;  // window_for(peers.size())
   std::string limit_note;      // why max_message is what it is, for the oversized-send error
   std::uint32_t drop_every = 0;
   std::uint32_t liveness_ms = 30000;
@@ -152,7 +163,7 @@ class DpdkChannel final : public Channel {
   // Send path.
   void fill_ack(Peer& p, FrameHeader* h);
   rte_mbuf* build(Peer& p, FrameType type, std::uint64_t seq, const struct iovec* iov, int iovcnt, std::uint32_t len);
-  void transmit_data(Peer& p, std::uint64_t seq);
+  void transmit_data(Peer& p, std::uint64_t seq, bool at_timeout);
   bool queue_control(Peer& p, FrameType type);
   void respond(Peer& p);
   bool push(Backlog& b, const TxEntry& entry);
@@ -174,6 +185,8 @@ class DpdkChannel final : public Channel {
   ChannelSetup setup_;
   std::uint32_t index_;
   std::uint32_t max_message_;
+  std::uint64_t window_;  // W (a power of two)
+  std::uint64_t mask_;    // W - 1
   RxExpect expect_;
   rte_mempool* pool_;
   rte_ring* ring_;

@@ -46,7 +46,7 @@ using Clock = std::chrono::steady_clock;
 
 // memif links carry jumbo frames: an IP MTU of 9000.
 constexpr std::uint32_t kMemifMtu = 9000;
-constexpr std::uint32_t kMemifLog2Ring = 9;  // 512 buffers per ring
+constexpr std::uint32_t kMemifLog2Ring = 10;  // 1024 buffers per ring (memif's default): a full window fits
 constexpr auto kCloseWait = std::chrono::milliseconds(100);
 
 std::uint64_t fnv1a64(const std::string& text) {
@@ -325,7 +325,7 @@ Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, s
   // Retained sends and held receives (a window each per peer), the messages one poll hands
   // out, frames other channels forward into this one's ring (port mode: from this pool into
   // every ring), device descriptors, and slack for bursts and control frames.
-  std::uint32_t count = peers * 2 * kWindow + kMaxDeliver + kRingSize + 4 * kBurst + 512;
+  std::uint32_t count = peers * 2 * window_for(peers) + kMaxDeliver + kRingSize + 4 * kBurst + 512;
   if (!core_->memif) count += rx_descriptors + kTxDescriptors + ctx.channels * kRingSize;
   // At least 2 KiB: some PMDs insist that a whole device frame fits one mbuf whatever the MTU
   // (af_packet: its framesz, 2048 by default, less its own header).
@@ -517,6 +517,7 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
     cs.ip = me.ip;
     cs.udp_port = static_cast<std::uint16_t>(me.udp + c);
     cs.max_message = max_message;
+    cs.window = window_for(static_cast<std::uint32_t>(ctx.peers.size()));
     cs.limit_note = limit_note;
     cs.drop_every = o.dpdk_drop_every;
     cs.liveness_ms = ctx.deadline_ms;
@@ -530,12 +531,12 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
       for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
         cs.rx.push_back(RxSource{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i)});
         // Per peer: a window of data, its control frames, slack.
-        cs.targets.push_back(TxTarget{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i), kWindow + 16});
+        cs.targets.push_back(TxTarget{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i), cs.window + 16});
       }
     } else {
       if (c < shared.rx_queues) cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(c), -1});
       cs.targets.push_back(TxTarget{core_->ports[0].id, static_cast<std::uint16_t>(c), -1,
-                                    static_cast<std::uint32_t>(ctx.peers.size()) * (kWindow + 16)});
+                                    static_cast<std::uint32_t>(ctx.peers.size()) * (cs.window + 16)});
     }
     for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
       const std::uint32_t peer = ctx.peers[i];
