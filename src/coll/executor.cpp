@@ -94,9 +94,10 @@ Status Executor::execute(CollOp& op) {
                op.deadline);
   if (!op.invalid.empty()) return Status(ErrorCode::invalid_argument, op.invalid);
   const std::size_t esize = dtype_size(op.dtype);
+  // A count of 0 still runs the algorithm (empty messages): a rank that skipped it would leave
+  // peers whose count differs waiting until their deadline instead of failing with `mismatch`.
   switch (op.kind) {
     case CollKind::allreduce:
-      if (op.count == 0) return Status();
       switch (op.algo) {
         case Algorithm::ring: return algo::ring_allreduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
         case Algorithm::butterfly:
@@ -106,7 +107,6 @@ Status Executor::execute(CollOp& op) {
       return Status(ErrorCode::unsupported, "allreduce algorithm " + std::string(algorithm_name(op.algo)) +
                                                 " does not run on the collective thread");
     case CollKind::broadcast:
-      if (op.count == 0) return Status();
       return algo::tree_broadcast(peers_, op.recv, op.count * esize, op.root);
     case CollKind::allgather:
       return algo::ring_allgather(peers_, op.send, op.recv, op.count * esize);

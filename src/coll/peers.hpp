@@ -104,6 +104,8 @@ class Peers {
   bool check_total(PostedRecv& r, std::uint64_t total);
   Stashed& stash_slot();
   void fail(Status s);
+  // What the current collective still waits for ("no data from rank 2 for ... step 1"), or "".
+  std::string waiting_for() const;
   std::string peer_name(std::uint32_t p) const { return "rank " + std::to_string(p); }
   std::string step_name(std::uint32_t tag) const { return what_ + " step " + std::to_string(tag); }
 
