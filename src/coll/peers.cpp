@@ -32,9 +32,18 @@ void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadlin
   sends_.clear();
   recvs_.clear();
   bytes_sent_ = bytes_received_ = messages_sent_ = messages_received_ = 0;
-  // Stashed fragments of collectives before this one belong to failed ones: drop them.
-  for (Stashed& st : stash_)
-    if (st.used && static_cast<std::int32_t>(st.seq - seq) < 0) st.used = false;
+  // Stashed fragments of collectives before this one: the rest of failed ones (dropped), or a
+  // message that a collective this rank finished had no receive for (only when ranks disagree,
+  // e.g. on the root: an error, never silently ignored).
+  for (Stashed& st : stash_) {
+    if (!st.used || static_cast<std::int32_t>(st.seq - seq) >= 0) continue;
+    st.used = false;
+    if (!seq_failed(st.seq))
+      fail(Status(ErrorCode::mismatch, what_ + ": " + peer_name(st.peer) + " sent message " + std::to_string(st.tag) +
+                                           " of collective " + std::to_string(st.seq) +
+                                           ", which this rank finished without receiving it (count, root or "
+                                           "algorithm differ across ranks?)"));
+  }
   for (std::size_t i = 0; i < early_aborts_.size(); ++i)
     if (early_aborts_[i].seq == seq) {
       fail(Status(early_aborts_[i].code, what_ + ": " + early_aborts_[i].reason));
@@ -345,6 +354,15 @@ std::string Peers::waiting_for() const {
   for (const PendingSend& s : sends_)
     if (s.offset < s.bytes || !s.started) return peer_name(s.peer) + " took no data for " + step_name(s.tag);
   return std::string();
+}
+
+bool Peers::poll_idle() {
+  if (channel_ == nullptr) return false;
+  transport::ReceivedMessage msgs[kPollBatch];
+  const int n = channel_->poll(msgs, kPollBatch);
+  if (n <= 0) return false;
+  for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
+  return true;
 }
 
 void Peers::abort_all(const Status& reason) {

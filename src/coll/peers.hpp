@@ -55,6 +55,11 @@ class Peers {
 
   // Progresses until every posted send has left and every posted receive is complete.
   Status wait();
+  // Between collectives: one poll of the channel, so the driver acknowledges and retransmits
+  // (a packet transport's peers cannot finish without this rank's acknowledgements) and what
+  // faster peers sent for the next collective is stashed. True when something arrived; a
+  // channel error is left for the next collective's wait() to report.
+  bool poll_idle();
   // Tells every other worker that this collective failed (best effort), so they fail at once
   // instead of waiting for their deadline; they fail it with reason's code.
   void abort_all(const Status& reason);
