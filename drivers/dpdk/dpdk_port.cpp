@@ -220,8 +220,8 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
     return Status(ErrorCode::unsupported, "dpdk port " + name + " (" + info.driver_name + ") has " +
                                               std::to_string(info.max_tx_queues) + " tx queues, fewer than the " +
                                               std::to_string(channels) +
-                                              " channels (SPARCOLL_THREADS progress threads + the collective thread); give the device more queues "
-                                              "(net_af_packet: qpairs=N) or use fewer threads");
+                                              " channels (SPARCOLL_THREADS + 1 for the collective thread); give "
+                                              "the device more queues (net_af_packet: qpairs=N) or use fewer threads");
   const auto txq = static_cast<std::uint16_t>(channels);
   const std::uint16_t rxq = info.max_rx_queues >= channels ? txq : 1;
   rte_eth_conf conf {};

@@ -51,6 +51,63 @@ sparcoll_status_t sparcoll_deregister_buffer(sparcoll_comm_t comm, const void* b
 /* Destroys the communicator; NULL is accepted. */
 sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm);
 
+/* --- Algorithms, broadcast, allgather, reduce_scatter and non-blocking calls -----------------
+ * Every rank must make the same calls in the same order with the same algorithm, counts and
+ * root. A bad argument on one rank (null buffer, unknown value) fails that collective on every
+ * rank with SPARCOLL_ERR_INVALID_ARGUMENT; counts that differ fail it with SPARCOLL_ERR_MISMATCH
+ * on the ranks that can see it. The communicator stays usable after both. */
+
+/* How an allreduce runs (docs/algorithms.md); values are sparcoll::Algorithm's: append only. */
+typedef enum {
+  SPARCOLL_ALGO_DEFAULT = 0,      /* the communicator's SPARCOLL_ALGO */
+  SPARCOLL_ALGO_AUTO = 1,         /* the cost model picks */
+  SPARCOLL_ALGO_BLOCK_SPARSE = 2, /* streaming block-sparse aggregation */
+  SPARCOLL_ALGO_RING = 3,         /* dense ring: reduce-scatter + allgather */
+  SPARCOLL_ALGO_BUTTERFLY = 4,    /* dense recursive halving/doubling */
+  SPARCOLL_ALGO_SSAR_RECURSIVE_DOUBLING = 5,
+  SPARCOLL_ALGO_SSAR_SPLIT_ALLGATHER = 6,
+  SPARCOLL_ALGO_DSAR_SPLIT_ALLGATHER = 7
+} sparcoll_algo_t;
+
+/* A collective in flight. Its buffers must stay valid until sparcoll_wait or sparcoll_test has
+ * reported it finished (or sparcoll_request_free has returned). */
+typedef struct sparcoll_request* sparcoll_request_t;
+
+/* sparcoll_allreduce with the algorithm named per call. */
+sparcoll_status_t sparcoll_allreduce_algo(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                          sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_algo_t algo);
+/* buffer (count elements) on every rank = buffer on rank `root`. */
+sparcoll_status_t sparcoll_broadcast(sparcoll_comm_t comm, void* buffer, size_t count, sparcoll_dtype_t dtype,
+                                     int root);
+/* recvbuf (size * count elements) = every rank's sendbuf (count elements), in rank order; in
+ * place when sendbuf == recvbuf + rank * count elements. */
+sparcoll_status_t sparcoll_allgather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                     sparcoll_dtype_t dtype);
+/* recvbuf (count elements) = reduction over ranks of elements [rank * count, (rank + 1) * count)
+ * of sendbuf (size * count elements). */
+sparcoll_status_t sparcoll_reduce_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                          sparcoll_dtype_t dtype, sparcoll_op_t op);
+
+/* Non-blocking variants: start the collective and set *request (NULL on failure). */
+sparcoll_status_t sparcoll_iallreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_algo_t algo,
+                                      sparcoll_request_t* request);
+sparcoll_status_t sparcoll_ibroadcast(sparcoll_comm_t comm, void* buffer, size_t count, sparcoll_dtype_t dtype,
+                                      int root, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_iallgather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      sparcoll_dtype_t dtype, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_ireduce_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                           sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_request_t* request);
+/* Waits until the collective finished, frees the request and sets *request = NULL (as MPI_Wait
+ * does); returns the collective's status. */
+sparcoll_status_t sparcoll_wait(sparcoll_request_t* request);
+/* Never blocks. *done = 0 while it runs (SPARCOLL_SUCCESS); once finished, *done = 1, the request
+ * is freed, *request = NULL, and the collective's status is returned. */
+sparcoll_status_t sparcoll_test(sparcoll_request_t* request, int* done);
+/* Frees a request without looking at its outcome, first waiting for it if it still runs; NULL
+ * is accepted. */
+sparcoll_status_t sparcoll_request_free(sparcoll_request_t request);
+
 /* A static string naming the status code. */
 const char* sparcoll_strerror(sparcoll_status_t status);
 /* The message of this thread's last failed call ("" if none); valid until the next call. */

@@ -2,43 +2,27 @@
 // message for sparcoll_last_error().
 #include "sparcoll/sparcoll.h"
 
-#include <new>
 #include <string>
 
+#include "api/c_api_comm.hpp"
+#include "api/c_api_util.hpp"
 #include "sparcoll/communicator.hpp"
 
-struct sparcoll_comm {
-  sparcoll::Communicator comm;
-};
+namespace sparcoll::capi {
+
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+
+}  // namespace sparcoll::capi
 
 namespace {
 
-thread_local std::string t_last_error;
+using sparcoll::capi::guarded;
+using sparcoll::capi::record;
 
-sparcoll_status_t record(const sparcoll::Status& s) {
-  t_last_error = s.ok() ? std::string() : s.to_string();
-  return static_cast<sparcoll_status_t>(s.code());
-}
-
-// Runs `body`, converting any exception into a status.
-template <typename F>
-sparcoll_status_t guarded(F&& body) {
-  try {
-    body();
-    t_last_error.clear();
-    return SPARCOLL_SUCCESS;
-  } catch (const sparcoll::Error& e) {
-    return record(e.status());
-  } catch (const std::bad_alloc&) {
-    return record(sparcoll::Status(sparcoll::ErrorCode::no_resource, "out of memory"));
-  } catch (const std::exception& e) {
-    return record(sparcoll::Status(sparcoll::ErrorCode::internal, e.what()));
-  }
-}
-
-sparcoll_status_t null_comm(const char* call) {
-  return record(sparcoll::Status(sparcoll::ErrorCode::invalid_argument, std::string(call) + ": comm is null"));
-}
+sparcoll_status_t null_comm(const char* call) { return sparcoll::capi::null_argument(call, "comm"); }
 
 }  // namespace
 
@@ -98,6 +82,6 @@ const char* sparcoll_strerror(sparcoll_status_t status) {
   return sparcoll::error_code_name(static_cast<sparcoll::ErrorCode>(status));
 }
 
-const char* sparcoll_last_error(void) { return t_last_error.c_str(); }
+const char* sparcoll_last_error(void) { return sparcoll::capi::last_error().c_str(); }
 
 }  // extern "C"

@@ -149,8 +149,10 @@ void CommunicatorImpl::shutdown() {
       while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
     }
   }
-  // The collective thread finishes what it runs and stops before the peers are told we leave.
-  executor_.reset();
+  // The collective thread finishes what it runs, then keeps serving its channel through the
+  // teardown barrier: a peer may still be finishing its last collective and need this rank's
+  // acknowledgements (dpdk) to do so. It stops with the engine, after the barrier.
+  if (executor_) executor_->drain();
   if (engine_ && engine_->broken()) {
     // Linger before closing: peers then see the root cause (say, a dead rank) themselves rather
     // than this process closing its transport.
@@ -161,6 +163,7 @@ void CommunicatorImpl::shutdown() {
     if (!s.ok() && !(engine_ && engine_->broken()))
       SC_LOG_WARN("teardown barrier failed, peers may report this process as failed: %s", s.message().c_str());
   }
+  executor_.reset();
   if (engine_) engine_->stop();
   engine_.reset();
   driver_.reset();

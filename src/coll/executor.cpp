@@ -1,5 +1,10 @@
 #include "coll/executor.hpp"
 
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "common/log.hpp"
@@ -7,6 +12,21 @@
 #include "engine/limits.hpp"
 
 namespace sparcoll::coll {
+
+namespace {
+
+// Raw futex calls on wake_ (as the engine's shards do): the idle loop sleeps with a timeout,
+// which std::atomic::wait has not, and a notify through std::atomic could skip the syscall for
+// a waiter it does not know of.
+void futex_wait_for(std::atomic<std::uint32_t>* addr, std::uint32_t expected, long nanoseconds) {
+  struct timespec ts{0, nanoseconds};
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
+}
+void futex_wake(std::atomic<std::uint32_t>* addr) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+}  // namespace
 
 Executor::Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, const Options& options,
                    bool yield_when_waiting, engine::Engine* engine)
@@ -23,7 +43,7 @@ Executor::~Executor() {
   drain();
   stop_.store(true, std::memory_order_release);
   wake_.fetch_add(1, std::memory_order_release);
-  wake_.notify_one();
+  futex_wake(&wake_);
   thread_.join();
 }
 
@@ -39,7 +59,7 @@ void Executor::submit(CollOp& op) {
   op.busy.store(1, std::memory_order_relaxed);
   while (!queue_.push(&op)) std::this_thread::yield();  // cannot stay full: one entry per slot
   wake_.fetch_add(1, std::memory_order_release);
-  wake_.notify_one();
+  futex_wake(&wake_);
 }
 
 void Executor::drain() {
@@ -55,12 +75,27 @@ void Executor::add_traffic(TrafficStats* total) const noexcept {
 }
 
 void Executor::run() {
+  auto idle_since = Clock::now();
   for (;;) {
     const std::uint32_t seen = wake_.load(std::memory_order_acquire);
     CollOp* op = nullptr;
     if (!queue_.pop(&op)) {
       if (stop_.load(std::memory_order_acquire)) return;
-      wake_.wait(seen, std::memory_order_acquire);
+      // Idle, the channel is still served: a packet transport's peers wait for this rank's
+      // acknowledgements of the last collective (they cannot finish it without them), and a
+      // faster peer's fragments of the next one are stashed. Like the shards: spin for 5 ms
+      // after the last activity (the next collective usually follows at once), then short
+      // sleeps that a submission cuts short, longer ones after a second of nothing.
+      if (peers_.poll_idle()) {
+        idle_since = Clock::now();
+        continue;
+      }
+      const auto idle = Clock::now() - idle_since;
+      if (idle < std::chrono::milliseconds(5)) {
+        sched_yield();
+        continue;
+      }
+      futex_wait_for(&wake_, seen, idle < std::chrono::seconds(1) ? 100'000 : 1'000'000);
       continue;
     }
     Status status;
@@ -89,6 +124,7 @@ void Executor::run() {
     op->busy.notify_all();
     request->done.store(1, std::memory_order_release);
     request->done.notify_all();
+    idle_since = Clock::now();
   }
 }
 
@@ -101,13 +137,15 @@ Status Executor::execute(CollOp& op) {
     case CollKind::reduce_scatter: kind = "reduce_scatter"; break;
     case CollKind::sparse_allreduce: kind = "allreduce_sparse"; break;
   }
-  peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + std::string(algorithm_name(op.algo)) + ")",
-               op.deadline);
+  // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
+  const std::string algo = op.kind == CollKind::broadcast ? "binomial tree" : std::string(algorithm_name(op.algo));
+  peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + algo + ")", op.deadline);
   if (!op.invalid.empty()) return Status(ErrorCode::invalid_argument, op.invalid);
   const std::size_t esize = dtype_size(op.dtype);
+  // A count of 0 still runs the algorithm (empty messages): a rank that skipped it would leave
+  // peers whose count differs waiting until their deadline instead of failing with `mismatch`.
   switch (op.kind) {
     case CollKind::allreduce:
-      if (op.count == 0) return Status();
       switch (op.algo) {
         case Algorithm::ring: return algo::ring_allreduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
         case Algorithm::butterfly:
@@ -117,7 +155,6 @@ Status Executor::execute(CollOp& op) {
       return Status(ErrorCode::unsupported, "allreduce algorithm " + std::string(algorithm_name(op.algo)) +
                                                 " does not run on the collective thread");
     case CollKind::broadcast:
-      if (op.count == 0) return Status();
       return algo::tree_broadcast(peers_, op.recv, op.count * esize, op.root);
     case CollKind::allgather:
       return algo::ring_allgather(peers_, op.send, op.recv, op.count * esize);

@@ -36,7 +36,9 @@ class Executor {
   CollOp& next_slot();
   // Calling thread: starts the op returned by next_slot() (fields filled in).
   void submit(CollOp& op);
-  // Calling thread: waits until every submitted collective finished (teardown).
+  // Calling thread: waits until every submitted collective finished (teardown). The collective
+  // thread keeps serving the channel until destruction, so peers still finishing their last
+  // collective get what they need from this rank (acknowledgements) during the teardown barrier.
   void drain();
   // Adds the collective channel's traffic so far (any thread).
   void add_traffic(TrafficStats* total) const noexcept;

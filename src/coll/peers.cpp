@@ -32,9 +32,18 @@ void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadlin
   sends_.clear();
   recvs_.clear();
   bytes_sent_ = bytes_received_ = messages_sent_ = messages_received_ = 0;
-  // Stashed fragments of collectives before this one belong to failed ones: drop them.
-  for (Stashed& st : stash_)
-    if (st.used && static_cast<std::int32_t>(st.seq - seq) < 0) st.used = false;
+  // Stashed fragments of collectives before this one: the rest of failed ones (dropped), or a
+  // message that a collective this rank finished had no receive for (only when ranks disagree,
+  // e.g. on the root: an error, never silently ignored).
+  for (Stashed& st : stash_) {
+    if (!st.used || static_cast<std::int32_t>(st.seq - seq) >= 0) continue;
+    st.used = false;
+    if (!seq_failed(st.seq))
+      fail(Status(ErrorCode::mismatch, what_ + ": " + peer_name(st.peer) + " sent message " + std::to_string(st.tag) +
+                                           " of collective " + std::to_string(st.seq) +
+                                           ", which this rank finished without receiving it (count, root or "
+                                           "algorithm differ across ranks?)"));
+  }
   for (std::size_t i = 0; i < early_aborts_.size(); ++i)
     if (early_aborts_[i].seq == seq) {
       fail(Status(early_aborts_[i].code, what_ + ": " + early_aborts_[i].reason));
@@ -201,14 +210,21 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
     std::string reason(reinterpret_cast<const char*>(payload), std::min<std::size_t>(len, 1024));
     for (char& c : reason)
       if (c < 32 || c > 126) c = '?';  // a hostile peer's text goes into our logs
-    // The sender's error code travels in `tag`; anything unknown is a peer failure.
+    // The sender's error code travels in `tag`. The op-level ones are kept, so every rank reports
+    // one bad argument the same way (as block-sparse aborts do) and the executor forgets the
+    // collective instead of breaking; anything else is a peer failure.
     const ErrorCode code = h.tag == static_cast<std::uint32_t>(ErrorCode::invalid_argument) ||
                                    h.tag == static_cast<std::uint32_t>(ErrorCode::mismatch) ||
                                    h.tag == static_cast<std::uint32_t>(ErrorCode::unsupported)
-                               ? ErrorCode::mismatch
-                               : ErrorCode::peer_failure;
+                               ? static_cast<ErrorCode>(h.tag)
+                           : h.tag == static_cast<std::uint32_t>(ErrorCode::timeout) ? ErrorCode::timeout
+                                                                                        : ErrorCode::peer_failure;
     if (h.seq == seq_ && !failed_) {
-      fail(Status(code, what_ + ": " + peer_name(from) + " failed it: " + reason));
+      // A peer's deadline passed first: say whom this rank waits for too, so every rank names
+      // the rank it waited for (the stalled one, for its neighbours), not only the first to time out.
+      const std::string waiting = code == ErrorCode::timeout ? waiting_for() : std::string();
+      fail(Status(code, what_ + ": " + (waiting.empty() ? "" : waiting + "; ") + peer_name(from) +
+                            " failed it: " + reason));
       return false;
     }
     if (static_cast<std::int32_t>(h.seq - seq_) > 0 && early_aborts_.size() < 64)
@@ -304,7 +320,10 @@ Status Peers::wait() {
       fail(Status(ErrorCode::peer_failure, what_ + ": " + channel_->error().message()));
       break;
     }
-    for (int i = 0; i < n && !failed_; ++i) (void)on_message(msgs[i]);
+    // Every message of the batch is handled, even after one failed the collective: the rest may
+    // be a faster peer's fragments of the next collective (stashed now, or lost for good, and
+    // that collective would wait for them until its deadline) or its abort.
+    for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
     moved = moved || n > 0;
     if (moved) {
       idle = 0;
@@ -312,19 +331,7 @@ Status Peers::wait() {
     }
     ++idle;
     if ((idle & 255) == 0 && Clock::now() > deadline_) {
-      std::string waiting;
-      for (const PostedRecv& r : recvs_)
-        if (!r.done) {
-          waiting = "no data from " + peer_name(r.peer) + " for " + step_name(r.tag);
-          break;
-        }
-      if (waiting.empty())
-        for (const PendingSend& s : sends_)
-          if (s.offset < s.bytes || !s.started) {
-            waiting = peer_name(s.peer) + " took no data for " + step_name(s.tag);
-            break;
-          }
-      fail(Status(ErrorCode::timeout, what_ + ": deadline passed (SPARCOLL_DEADLINE_MS): " + waiting));
+      fail(Status(ErrorCode::timeout, what_ + ": deadline passed (SPARCOLL_DEADLINE_MS): " + waiting_for()));
       break;
     }
     // Back off: with more busy threads than cores, spinning starves the peer we wait for.
@@ -341,8 +348,26 @@ Status Peers::wait() {
   return Status();
 }
 
+std::string Peers::waiting_for() const {
+  for (const PostedRecv& r : recvs_)
+    if (!r.done) return "no data from " + peer_name(r.peer) + " for " + step_name(r.tag);
+  for (const PendingSend& s : sends_)
+    if (s.offset < s.bytes || !s.started) return peer_name(s.peer) + " took no data for " + step_name(s.tag);
+  return std::string();
+}
+
+bool Peers::poll_idle() {
+  if (channel_ == nullptr) return false;
+  transport::ReceivedMessage msgs[kPollBatch];
+  const int n = channel_->poll(msgs, kPollBatch);
+  if (n <= 0) return false;
+  for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
+  return true;
+}
+
 void Peers::abort_all(const Status& reason) {
   if (channel_ == nullptr) return;
+  fail(reason);  // failed arguments fail before wait(): the collective's own fragments are dropped
   const std::string text = "rank " + std::to_string(rank_) + ": " + reason.message().substr(0, 900);
   PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::abort), 0, seq_,
                static_cast<std::uint32_t>(reason.code()), text.size(), 0};
@@ -353,8 +378,12 @@ void Peers::abort_all(const Status& reason) {
     for (int attempt = 0; attempt < 1000; ++attempt) {
       const transport::SendResult r = channel_->send(p, iov, 2);
       if (r != transport::SendResult::no_resource) break;
-      transport::ReceivedMessage drop[kPollBatch];
-      if (channel_->poll(drop, kPollBatch) < 0) break;
+      // Receiving makes room on some transports; what arrives is handled like in wait() (this
+      // collective's fragments dropped, the next one's stashed), never thrown away.
+      transport::ReceivedMessage msgs[kPollBatch];
+      const int n = channel_->poll(msgs, kPollBatch);
+      if (n < 0) break;
+      for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
       sched_yield();
     }
   }

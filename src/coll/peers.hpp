@@ -55,6 +55,11 @@ class Peers {
 
   // Progresses until every posted send has left and every posted receive is complete.
   Status wait();
+  // Between collectives: one poll of the channel, so the driver acknowledges and retransmits
+  // (a packet transport's peers cannot finish without this rank's acknowledgements) and what
+  // faster peers sent for the next collective is stashed. True when something arrived; a
+  // channel error is left for the next collective's wait() to report.
+  bool poll_idle();
   // Tells every other worker that this collective failed (best effort), so they fail at once
   // instead of waiting for their deadline; they fail it with reason's code.
   void abort_all(const Status& reason);
@@ -104,6 +109,8 @@ class Peers {
   bool check_total(PostedRecv& r, std::uint64_t total);
   Stashed& stash_slot();
   void fail(Status s);
+  // What the current collective still waits for ("no data from rank 2 for ... step 1"), or "".
+  std::string waiting_for() const;
   std::string peer_name(std::uint32_t p) const { return "rank " + std::to_string(p); }
   std::string step_name(std::uint32_t tag) const { return what_ + " step " + std::to_string(tag); }
 

@@ -3,7 +3,9 @@
 //   * af_packet on veth pairs in network namespaces, one simulated host per process
 //     (scripts/netns-cluster + scripts/netns-run), with random loss on the links;
 //   * the deterministic drop hook (SPARCOLL_DPDK_DROP_EVERY) — results stay exact, and the
-//     retransmit counters show the recovery did the work.
+//     retransmit counters show the recovery did the work;
+//   * broadcast, allgather, reduce_scatter and barrier (sparcoll-check-collectives) on the
+//     collective thread's own channel, over memif and af_packet.
 // Skipped with the reason where dpdk cannot run, or (namespaces) without root.
 #include <unistd.h>
 
@@ -37,10 +39,10 @@ class AllreduceDpdk : public ::testing::Test {
   }
 
   LaunchResult run(int ranks, int aggregators, const std::vector<std::string>& args,
-                   const std::vector<std::string>& env = {}) {
+                   const std::vector<std::string>& env = {},
+                   const std::string& program = "tests/integration/sparcoll-check") {
     std::vector<std::string> argv = {"-n", std::to_string(ranks), "--transport", "dpdk", "--aggregators",
-                                     std::to_string(aggregators), "--timeout", "240", "--",
-                                     build_path("tests/integration/sparcoll-check")};
+                                     std::to_string(aggregators), "--timeout", "240", "--", build_path(program)};
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = launch(argv, env, std::chrono::seconds(300));
     EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
@@ -58,6 +60,20 @@ TEST_F(AllreduceDpdk, ThreeRanksTwoDedicatedAggregatorsOverMemif) {
 }
 TEST_F(AllreduceDpdk, LargeTensorOverMemif) {
   run(3, 0, {"--sizes", "1000003", "--dtypes", "f32", "--ops", "sum", "--densities", "0.01,1", "--patterns", "random"});
+}
+
+// The peer-to-peer collectives run on the driver's last channel (SPARCOLL_THREADS + 1 channels).
+const std::vector<std::string> kCollectives = {"--sizes", "0,1,257,20001", "--dtypes", "f32,bf16,i32", "--ops",
+                                               "sum,max", "--inflight", "4"};
+TEST_F(AllreduceDpdk, CollectivesOverMemif) {
+  run(3, 0, kCollectives, {}, "tests/integration/sparcoll-check-collectives");
+  run(4, 0, {"--sizes", "1,1283", "--dtypes", "f32", "--ops", "sum", "--large", "300007"}, {},
+      "tests/integration/sparcoll-check-collectives");
+}
+TEST_F(AllreduceDpdk, CollectivesWithLossAndTwoThreads) {
+  run(3, 0, {"--sizes", "1,257,20001", "--dtypes", "f32,i32", "--ops", "sum,min"},
+      {"SPARCOLL_DPDK_DROP_EVERY=7", "SPARCOLL_THREADS=2", "SPARCOLL_LANES=4"},
+      "tests/integration/sparcoll-check-collectives");
 }
 
 // Every 7th data frame of every channel is dropped before it leaves: the sliding window resends
@@ -98,11 +114,11 @@ class AllreduceDpdkNetns : public ::testing::Test {
     up_ = true;
   }
 
-  LaunchResult run(int ranks, int aggregators, const std::vector<std::string>& args) {
+  LaunchResult run(int ranks, int aggregators, const std::vector<std::string>& args,
+                   const std::string& program = "tests/integration/sparcoll-check") {
     std::vector<std::string> argv = {source_path("scripts/netns-run"), "-n", std::to_string(ranks), "--aggregators",
                                      std::to_string(aggregators), "--transport", "dpdk", "--prefix", prefix_,
-                                     "--build", SPARCOLL_BUILD_DIR, "--timeout", "240", "--",
-                                     build_path("tests/integration/sparcoll-check")};
+                                     "--build", SPARCOLL_BUILD_DIR, "--timeout", "240", "--", build_path(program)};
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = run_program(argv, {}, std::chrono::seconds(300));
     EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
@@ -125,6 +141,12 @@ TEST_F(AllreduceDpdkNetns, TwoHostsAfPacket) {
 TEST_F(AllreduceDpdkNetns, ThreeRanksAndADedicatedAggregatorAfPacket) {
   cluster(4, "");
   run(3, 1, kNetnsMatrix);
+}
+
+TEST_F(AllreduceDpdkNetns, CollectivesAfPacketWithLoss) {
+  cluster(3, "1");
+  run(3, 0, {"--sizes", "0,1,257,20001", "--dtypes", "f32,i32", "--ops", "sum,max"},
+      "tests/integration/sparcoll-check-collectives");
 }
 
 TEST_F(AllreduceDpdkNetns, OnePercentLossStillExact) {

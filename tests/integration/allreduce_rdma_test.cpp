@@ -22,10 +22,10 @@ class AllreduceRdma : public ::testing::Test {
   }
 
   sparcoll::testing::LaunchResult run(int ranks, int aggregators, const std::vector<std::string>& args,
-                                      const std::vector<std::string>& env = {}) {
+                                      const std::vector<std::string>& env = {},
+                                      const std::string& program = "tests/integration/sparcoll-check") {
     std::vector<std::string> argv = {"-n", std::to_string(ranks), "--transport", "rdma", "--aggregators",
-                                     std::to_string(aggregators), "--timeout", "500", "--",
-                                     build_path("tests/integration/sparcoll-check")};
+                                     std::to_string(aggregators), "--timeout", "500", "--", build_path(program)};
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = launch(argv, env, std::chrono::seconds(560));
     EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
@@ -43,6 +43,20 @@ TEST_F(AllreduceRdma, ThreeRanksTwoDedicatedAggregators) { run(3, 2, kMatrix); }
 TEST_F(AllreduceRdma, EventModeSleepsOnTheCompletionChannel) {
   run(3, 0, {"--sizes", "1,257,20001", "--dtypes", "f32", "--ops", "sum,max", "--densities", "0,0.01,1"},
       {"SPARCOLL_POLL_MODE=event"});
+}
+
+// broadcast, allgather, reduce_scatter and barrier on the collective thread's queue pairs (the
+// driver's last channel), co-located and with dedicated aggregators (workers then connect to
+// each other too); the dense ring and butterfly allreduce over the same channel.
+TEST_F(AllreduceRdma, CollectivesAndDenseAllreduce) {
+  const std::vector<std::string> collectives = {"--sizes", "0,1,257,20001", "--dtypes", "f32,bf16,i32",
+                                                "--ops",   "sum,max",        "--inflight", "4"};
+  run(3, 0, collectives, {}, "tests/integration/sparcoll-check-collectives");
+  run(2, 2, {"--sizes", "1,1283", "--dtypes", "f32", "--ops", "sum", "--large", "200003"}, {},
+      "tests/integration/sparcoll-check-collectives");
+  for (const char* algo : {"ring", "butterfly"})
+    run(3, 0, {"--algo", algo, "--sizes", "0,1,257,20001", "--dtypes", "f32,bf16", "--ops", "sum,max", "--densities",
+               "0.1,1", "--patterns", "random"});
 }
 
 TEST_F(AllreduceRdma, LargeTensorFourRanks) {

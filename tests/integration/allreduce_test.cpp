@@ -50,6 +50,28 @@ INSTANTIATE_TEST_SUITE_P(Allreduce, AllreduceMatrix,
                                                                 : std::to_string(std::get<2>(info.param)) + "aggregators");
                          });
 
+// The dense algorithms of the collective thread (ring, butterfly) over the same matrix: they
+// ignore sparsity, so one density pattern is enough; zero, sparse and dense inputs still all
+// run. ranks x transport x algorithm; butterfly at 3, 5 folds the ranks above a power of two.
+class DenseAllreduceMatrix : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+
+TEST_P(DenseAllreduceMatrix, EveryDtypeOpAndSize) {
+  const auto& [ranks, transport, algo] = GetParam();
+  std::vector<std::string> args = {"--algo",     algo,    "--sizes",    "0,1,255,257,1283", "--densities",
+                                   "0,0.1,1",    "--patterns", "random", "--inflight", "3"};
+  if (ranks >= 8) args = {"--algo", algo, "--sizes", "0,1,257,1283", "--densities", "0.1,1", "--patterns", "random",
+                          "--inflight", "3"};
+  expect_passed(run_check(ranks, transport, 0, args));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dense, DenseAllreduceMatrix,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values("shm", "tcp"),
+                                            ::testing::Values("ring", "butterfly")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
+                                  std::get<2>(info.param);
+                         });
+
 class AllreduceTransport : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AllreduceTransport, LargeTensorsWithOddTail) {

@@ -48,6 +48,101 @@ int main(void) {
   CHECK(s == SPARCOLL_SUCCESS && value == (size - 1) * 10, "max after errors: %d (%s)", value, sparcoll_last_error());
   CHECK(sparcoll_barrier(comm) == SPARCOLL_SUCCESS, "barrier: %s", sparcoll_last_error());
 
+  /* Dense allreduce algorithms, broadcast, allgather (out of place and in place), reduce_scatter. */
+  {
+    float v[300];
+    for (int i = 0; i < 300; ++i) v[i] = (float)(rank + 1);
+    s = sparcoll_allreduce_algo(comm, v, v, 300, SPARCOLL_FLOAT32, SPARCOLL_SUM, SPARCOLL_ALGO_RING);
+    CHECK(s == SPARCOLL_SUCCESS && v[0] == want && v[299] == want, "ring allreduce: %f (%s)", v[0],
+          sparcoll_last_error());
+    int m[7];
+    for (int i = 0; i < 7; ++i) m[i] = rank * 7 + i;
+    s = sparcoll_allreduce_algo(comm, m, m, 7, SPARCOLL_INT32, SPARCOLL_MAX, SPARCOLL_ALGO_BUTTERFLY);
+    CHECK(s == SPARCOLL_SUCCESS && m[0] == (size - 1) * 7 && m[6] == (size - 1) * 7 + 6, "butterfly max: %d (%s)", m[0],
+          sparcoll_last_error());
+    int b[100];
+    for (int i = 0; i < 100; ++i) b[i] = rank == size - 1 ? i : -1;
+    s = sparcoll_broadcast(comm, b, 100, SPARCOLL_INT32, size - 1);
+    CHECK(s == SPARCOLL_SUCCESS && b[0] == 0 && b[99] == 99, "broadcast: %d (%s)", b[99], sparcoll_last_error());
+    int mine[3] = {rank, rank * 2, rank * 3};
+    int* all = malloc(3 * (size_t)size * sizeof(int));
+    s = sparcoll_allgather(comm, mine, all, 3, SPARCOLL_INT32);
+    CHECK(s == SPARCOLL_SUCCESS, "allgather: %s", sparcoll_last_error());
+    for (int r = 0; r < size; ++r) CHECK(all[3 * r + 2] == 3 * r, "allgather: rank %d's piece is %d", r, all[3 * r + 2]);
+    for (int i = 0; i < 3 * size; ++i) all[i] = i / 3 == rank ? 100 + rank : -1;
+    s = sparcoll_allgather(comm, all + 3 * rank, all, 3, SPARCOLL_INT32);
+    CHECK(s == SPARCOLL_SUCCESS, "allgather in place: %s", sparcoll_last_error());
+    for (int r = 0; r < size; ++r) CHECK(all[3 * r] == 100 + r, "allgather in place: rank %d's piece is %d", r, all[3 * r]);
+    free(all);
+    float* in = malloc(4 * (size_t)size * sizeof(float));
+    float out[4];
+    for (int i = 0; i < 4 * size; ++i) in[i] = (float)((rank + 1) * (i + 1));
+    s = sparcoll_reduce_scatter(comm, in, out, 4, SPARCOLL_FLOAT32, SPARCOLL_SUM);
+    CHECK(s == SPARCOLL_SUCCESS, "reduce_scatter: %s", sparcoll_last_error());
+    for (int j = 0; j < 4; ++j)
+      CHECK(out[j] == want * (float)(rank * 4 + j + 1), "reduce_scatter: element %d is %f", j, out[j]);
+    free(in);
+  }
+
+  /* Non-blocking: three collectives in flight, one polled with sparcoll_test, two waited for. */
+  {
+    float a[1000];
+    int b[10], g[4], *gathered = malloc(4 * (size_t)size * sizeof(int));
+    for (int i = 0; i < 1000; ++i) a[i] = 1.0f;
+    for (int i = 0; i < 10; ++i) b[i] = rank == 0 ? 7 : 0;
+    for (int i = 0; i < 4; ++i) g[i] = rank;
+    sparcoll_request_t r[3] = {NULL, NULL, NULL};
+    CHECK(sparcoll_iallreduce(comm, a, a, 1000, SPARCOLL_FLOAT32, SPARCOLL_SUM, SPARCOLL_ALGO_RING, &r[0]) ==
+              SPARCOLL_SUCCESS && r[0] != NULL, "iallreduce: %s", sparcoll_last_error());
+    CHECK(sparcoll_ibroadcast(comm, b, 10, SPARCOLL_INT32, 0, &r[1]) == SPARCOLL_SUCCESS, "ibroadcast: %s",
+          sparcoll_last_error());
+    CHECK(sparcoll_iallgather(comm, g, gathered, 4, SPARCOLL_INT32, &r[2]) == SPARCOLL_SUCCESS, "iallgather: %s",
+          sparcoll_last_error());
+    int done = 0;
+    while (!done) CHECK(sparcoll_test(&r[0], &done) == SPARCOLL_SUCCESS, "test: %s", sparcoll_last_error());
+    CHECK(r[0] == NULL, "a finished request is not set to NULL by sparcoll_test");
+    CHECK(sparcoll_wait(&r[1]) == SPARCOLL_SUCCESS && r[1] == NULL, "wait: %s", sparcoll_last_error());
+    CHECK(sparcoll_wait(&r[2]) == SPARCOLL_SUCCESS && r[2] == NULL, "wait: %s", sparcoll_last_error());
+    CHECK(a[0] == (float)size && a[999] == (float)size, "iallreduce result %f", a[0]);
+    CHECK(b[9] == 7, "ibroadcast result %d", b[9]);
+    for (int p = 0; p < size; ++p) CHECK(gathered[4 * p + 3] == p, "iallgather: rank %d's piece", p);
+    free(gathered);
+
+    /* Bad calls: local ones (no collective started), and ones every rank makes alike, which fail
+       that collective on every rank. */
+    s = sparcoll_wait(NULL);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "request is null"), "wait(NULL): %d", s);
+    s = sparcoll_wait(&r[0]);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "*request is null"), "wait twice: %d", s);
+    s = sparcoll_test(&r[0], NULL);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "done is null"), "test(done=NULL): %d", s);
+    r[0] = (sparcoll_request_t)1; /* must be overwritten */
+    s = sparcoll_ibroadcast(NULL, b, 10, SPARCOLL_INT32, 0, &r[0]);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && r[0] == NULL && strstr(sparcoll_last_error(), "comm is null"),
+          "ibroadcast(NULL comm): %d", s);
+    s = sparcoll_allreduce_algo(comm, a, a, 1000, SPARCOLL_FLOAT32, SPARCOLL_SUM, (sparcoll_algo_t)99);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "algorithm 99"), "algo 99: %d %s", s,
+          sparcoll_last_error());
+    s = sparcoll_broadcast(comm, b, 10, SPARCOLL_INT32, size);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "is not a rank"), "root %d: %d %s", size,
+          s, sparcoll_last_error());
+    /* 300 does not fit the C++ enum's byte: it must stay invalid, not wrap onto f16 (300 % 256 = 44). */
+    s = sparcoll_allgather(comm, g, g, 0, (sparcoll_dtype_t)300);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "dtype"), "dtype 300: %d %s", s,
+          sparcoll_last_error());
+    CHECK(sparcoll_ireduce_scatter(comm, NULL, a, 5, SPARCOLL_FLOAT32, SPARCOLL_SUM, &r[0]) == SPARCOLL_SUCCESS,
+          "ireduce_scatter with a null sendbuf must start (and fail on every rank): %s", sparcoll_last_error());
+    s = sparcoll_wait(&r[0]);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "sendbuf is null") && r[0] == NULL,
+          "null sendbuf: %d %s", s, sparcoll_last_error());
+    /* Freed while in flight: waits for it, so the buffer is final afterwards. */
+    for (int i = 0; i < 10; ++i) b[i] = rank == 0 ? 9 : 0;
+    CHECK(sparcoll_ibroadcast(comm, b, 10, SPARCOLL_INT32, 0, &r[0]) == SPARCOLL_SUCCESS, "ibroadcast: %s",
+          sparcoll_last_error());
+    CHECK(sparcoll_request_free(r[0]) == SPARCOLL_SUCCESS && b[0] == 9, "request_free: %d", b[0]);
+    CHECK(sparcoll_request_free(NULL) == SPARCOLL_SUCCESS, "request_free(NULL)");
+  }
+
   /* A registered send buffer (zero-copy on rdma), and the registration errors. */
   CHECK(sparcoll_register_buffer(comm, data, N * sizeof(float)) == SPARCOLL_SUCCESS, "register: %s",
         sparcoll_last_error());

@@ -2,7 +2,12 @@
 // SCENARIO names and every rank checks it gets the error it should, with the code it should.
 // Each rank prints "fault: rank R: <code>: <message>" and exits 0 when the outcome is the
 // expected one, 1 otherwise. The culprit of `die` exits 0 on purpose so the launcher does not
-// stop the survivors, whose error is the point of the test.
+// stop the survivors, whose error is the point of the test; the culprit of `ring_die` is a forked
+// child that is SIGKILLed mid-collective while its parent (what the launcher sees) exits 0.
+// Scenarios starting with ring_, allgather_, reduce_scatter_, broadcast_ and p2p_ exercise the
+// collective thread (peer-to-peer collectives) rather than block-sparse aggregation.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -53,6 +58,52 @@ int check_still_works(sparcoll::Communicator& comm) {
   return 0;
 }
 
+// After a per-op failure of a peer-to-peer collective the collective thread must still work
+// (the failed collective is forgotten on every rank, not left to break the next one), and so
+// must block-sparse aggregation.
+int check_p2p_still_works(sparcoll::Communicator& comm) {
+  std::vector<float> v(3000, 1.0f);
+  comm.allreduce(v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum, sparcoll::Algorithm::ring);
+  for (float x : v)
+    if (x != static_cast<float>(comm.size())) {
+      std::printf("fault: rank %d: ring allreduce gave a wrong sum after the failure\n", comm.rank());
+      return 1;
+    }
+  std::vector<std::int32_t> b(777, comm.rank() == 0 ? 42 : -1);
+  comm.broadcast(b.data(), b.size(), DataType::i32, 0);
+  for (std::int32_t x : b)
+    if (x != 42) {
+      std::printf("fault: rank %d: broadcast gave a wrong value after the failure\n", comm.rank());
+      return 1;
+    }
+  return check_still_works(comm);
+}
+
+// The culprit of ring_die: forks before joining; the child is the rank (it joins, starts a large
+// ring allreduce and is SIGKILLed in the middle of it), the parent only waits for it and exits 0
+// so the launcher keeps the survivors running. Returns in the child only.
+void fork_victim(int rank) {
+  const pid_t child = fork();
+  if (child < 0) {
+    std::perror("fork");
+    std::exit(1);
+  }
+  if (child == 0) return;
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+  }
+  std::printf("fault: rank %d: the rank's process died by %s\n", rank,
+              WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? "SIGKILL" : "something else");
+  std::fflush(stdout);
+  std::exit(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? 0 : 1);
+}
+
+// For the count mismatch of broadcast, only the ranks that receive from a rank with another
+// count can see it: the others may finish the broadcast correctly.
+bool may_succeed(const std::string& scenario, bool culprit) {
+  return (scenario == "broadcast_count_mismatch" || scenario == "broadcast_bad_root") && !culprit;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,6 +126,7 @@ int main(int argc, char** argv) {
   if (scenario == "bad_range") setenv("SPARCOLL_FUSION", "0", 1);
   if (scenario == "config_mismatch" && culprit) setenv("SPARCOLL_LANES", "32", 1);
   if (scenario == "unknown_variable") setenv("SPARCOLL_LANE", "8", 1);
+  if (scenario == "ring_die" && culprit) fork_victim(rank);
 
   std::unique_ptr<sparcoll::Communicator> comm;
   try {
@@ -128,6 +180,52 @@ int main(int argc, char** argv) {
         // (carrying the same cause) from the call itself.
         return report(rank, e, e.code() == ErrorCode::broken ? ErrorCode::broken : ErrorCode::peer_failure, "rank 1");
       }
+    } else if (scenario == "ring_count_mismatch") {
+      comm->allreduce(data.data(), data.data(), culprit ? 4001 : 4000, DataType::f32, ReduceOp::sum,
+                      sparcoll::Algorithm::ring);
+    } else if (scenario == "allgather_count_mismatch") {
+      std::vector<float> all(std::size_t{1001} * static_cast<std::size_t>(comm->size()));
+      comm->allgather(data.data(), all.data(), culprit ? 1001 : 1000, DataType::f32);
+    } else if (scenario == "reduce_scatter_count_mismatch") {
+      std::vector<float> in(std::size_t{1001} * static_cast<std::size_t>(comm->size()), 1.0f), out(1001);
+      comm->reduce_scatter(in.data(), out.data(), culprit ? 1001 : 1000, DataType::f32, ReduceOp::sum);
+    } else if (scenario == "broadcast_count_mismatch") {
+      comm->broadcast(data.data(), culprit ? 4001 : 4000, DataType::f32, 0);
+    } else if (scenario == "broadcast_bad_root") {
+      comm->broadcast(data.data(), 1000, DataType::f32, culprit ? comm->size() : 0);
+    } else if (scenario == "p2p_null_buffer") {
+      std::vector<float> all(std::size_t{1000} * static_cast<std::size_t>(comm->size()));
+      comm->allgather(culprit ? nullptr : data.data(), all.data(), 1000, DataType::f32);
+    } else if (scenario == "ring_die") {
+      std::vector<float> big(std::size_t{1} << 24, 1.0f);
+      comm->barrier();  // every rank starts the allreduce at once, so the death is mid-operation
+      if (culprit) {
+        sparcoll::Request r = comm->iallreduce(big.data(), big.data(), big.size(), DataType::f32, ReduceOp::sum,
+                                               sparcoll::Algorithm::ring);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::printf("fault: rank %d: SIGKILL mid-operation\n", rank);
+        std::fflush(stdout);
+        raise(SIGKILL);
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        comm->allreduce(big.data(), big.data(), big.size(), DataType::f32, ReduceOp::sum, sparcoll::Algorithm::ring);
+      } catch (const sparcoll::Error& e) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("fault: rank %d: error after %.2f s\n", rank, s);
+        if (s > 1.4) {  // SPARCOLL_DEADLINE_MS=1500 in fault_test.cpp: a death must be seen before
+          std::printf("fault: rank %d: the death took the whole deadline to notice\n", rank);
+          return 1;
+        }
+        return report(rank, e, e.code() == ErrorCode::broken ? ErrorCode::broken : ErrorCode::peer_failure, "rank 1");
+      }
+    } else if (scenario == "ring_hang") {
+      if (culprit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+        std::printf("fault: rank %d: never joined the op\n", rank);
+        return 0;
+      }
+      comm->allreduce(data.data(), data.data(), data.size(), DataType::f32, ReduceOp::sum, sparcoll::Algorithm::ring);
     } else if (scenario == "hang") {
       if (culprit) {
         std::this_thread::sleep_for(std::chrono::milliseconds(3000));
@@ -157,11 +255,32 @@ int main(int argc, char** argv) {
     else if (scenario == "op_mismatch") rc = report(rank, e, ErrorCode::mismatch, "max");
     else if (scenario == "null_buffer") rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "sendbuf is null" : "rank 1");
     else if (scenario == "misaligned") rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "not aligned" : "rank 1");
-    else if (scenario == "hang") return report(rank, e, ErrorCode::timeout, "rank 1");
+    else if (scenario == "ring_count_mismatch" || scenario == "allgather_count_mismatch" ||
+             scenario == "reduce_scatter_count_mismatch" || scenario == "broadcast_count_mismatch")
+      rc = report(rank, e, ErrorCode::mismatch, "differ across ranks");
+    else if (scenario == "broadcast_bad_root")
+      rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "root 3 is not a rank" : "rank 1");
+    else if (scenario == "p2p_null_buffer")
+      rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "sendbuf is null" : "rank 1");
+    else if (scenario == "ring_hang") {
+      // The right neighbour of the stalled rank waits for it; the others wait for a rank that
+      // waits for it, and either time out themselves or hear of the first timeout.
+      const bool neighbour = rank == 2;
+      return report(rank, e, neighbour || e.code() == ErrorCode::timeout ? ErrorCode::timeout : ErrorCode::peer_failure,
+                    neighbour ? "no data from rank 1" : "deadline passed");
+    } else if (scenario == "hang") return report(rank, e, ErrorCode::timeout, "rank 1");
     else if (scenario == "after_break") return report(rank, e, ErrorCode::broken, "earlier failure");
     else std::printf("fault: rank %d: unexpected error: %s\n", rank, e.what());
     if (rc != 0) return rc;
-    return check_still_works(*comm);
+    const bool p2p = scenario.rfind("ring_", 0) == 0 || scenario.rfind("allgather_", 0) == 0 ||
+                     scenario.rfind("reduce_scatter_", 0) == 0 || scenario.rfind("broadcast_", 0) == 0 ||
+                     scenario.rfind("p2p_", 0) == 0;
+    return p2p ? check_p2p_still_works(*comm) : check_still_works(*comm);
+  }
+  if (may_succeed(scenario, culprit)) {
+    std::printf("fault: rank %d: %s succeeded here (this rank cannot see the culprit's argument)\n", rank,
+                scenario.c_str());
+    return check_p2p_still_works(*comm);
   }
   std::printf("fault: rank %d: %s did not fail\n", rank, scenario.c_str());
   return 1;

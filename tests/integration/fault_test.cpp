@@ -42,6 +42,23 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("shm", "tcp")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// The same for the peer-to-peer collectives of the collective thread (ring allreduce, allgather,
+// reduce_scatter, broadcast): a mismatch or a bad argument fails that collective on the ranks
+// that can see it and leaves the communicator usable; a death or a stall fails every survivor.
+INSTANTIATE_TEST_SUITE_P(
+    PeerToPeer, Fault,
+    ::testing::Combine(::testing::Values("ring_count_mismatch", "allgather_count_mismatch",
+                                         "reduce_scatter_count_mismatch", "broadcast_count_mismatch",
+                                         "broadcast_bad_root", "p2p_null_buffer", "ring_die", "ring_hang"),
+                       ::testing::Values("shm", "tcp")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+TEST(FaultDetails, StalledRankIsNamedByItsRingNeighbour) {
+  const LaunchResult r = run_fault("ring_hang", "shm", 3);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("no data from rank 1"), std::string::npos) << r.out;
+}
+
 TEST(FaultDetails, DeadPeerIsNamedWellWithinTheDeadline) {
   const LaunchResult r = run_fault("die", "shm", 4);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

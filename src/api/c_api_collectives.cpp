@@ -1,0 +1,134 @@
+// The C API of the collectives beyond allreduce (broadcast, allgather, reduce_scatter), of the
+// per-call algorithm, and of non-blocking calls (sparcoll_request_t over sparcoll::Request).
+#include <string>
+
+#include "api/c_api_comm.hpp"
+#include "api/c_api_util.hpp"
+#include "sparcoll/sparcoll.h"
+
+struct sparcoll_request {
+  sparcoll::Request request;
+};
+
+namespace {
+
+using sparcoll::capi::guarded;
+using sparcoll::capi::null_argument;
+
+sparcoll_status_t freed_request(const char* call) {
+  return sparcoll::capi::record(sparcoll::Status(
+      sparcoll::ErrorCode::invalid_argument,
+      std::string(call) + ": *request is null (a finished request is freed and set to NULL by sparcoll_wait and "
+                          "sparcoll_test)"));
+}
+
+// C enums are ints; the C++ ones are bytes. A value that does not fit a byte becomes 255 (no
+// valid value of any of them) rather than wrapping onto a valid one: the C++ layer then fails the
+// collective on every rank as the invalid argument it is, which a local rejection here would not
+// (the other ranks would wait for this one).
+template <typename E>
+E to_cpp(int raw) {
+  return static_cast<E>(raw >= 0 && raw <= 0xff ? raw : 0xff);
+}
+
+sparcoll::DataType dtype_of(sparcoll_dtype_t t) { return to_cpp<sparcoll::DataType>(t); }
+sparcoll::ReduceOp op_of(sparcoll_op_t op) { return to_cpp<sparcoll::ReduceOp>(op); }
+sparcoll::Algorithm algo_of(sparcoll_algo_t a) { return to_cpp<sparcoll::Algorithm>(a); }
+
+// Starts a collective through `start` (returning a sparcoll::Request) into *request.
+template <typename F>
+sparcoll_status_t start_request(const char* call, sparcoll_comm_t comm, sparcoll_request_t* request, F&& start) {
+  if (request == nullptr) return null_argument(call, "request");
+  *request = nullptr;
+  if (comm == nullptr) return null_argument(call, "comm");
+  return guarded([&] { *request = new sparcoll_request{start(comm->comm)}; });
+}
+
+}  // namespace
+
+extern "C" {
+
+sparcoll_status_t sparcoll_allreduce_algo(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                          sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_algo_t algo) {
+  if (comm == nullptr) return null_argument("sparcoll_allreduce_algo", "comm");
+  return guarded([&] { comm->comm.allreduce(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op), algo_of(algo)); });
+}
+
+sparcoll_status_t sparcoll_broadcast(sparcoll_comm_t comm, void* buffer, size_t count, sparcoll_dtype_t dtype,
+                                     int root) {
+  if (comm == nullptr) return null_argument("sparcoll_broadcast", "comm");
+  return guarded([&] { comm->comm.broadcast(buffer, count, dtype_of(dtype), root); });
+}
+
+sparcoll_status_t sparcoll_allgather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                     sparcoll_dtype_t dtype) {
+  if (comm == nullptr) return null_argument("sparcoll_allgather", "comm");
+  return guarded([&] { comm->comm.allgather(sendbuf, recvbuf, count, dtype_of(dtype)); });
+}
+
+sparcoll_status_t sparcoll_reduce_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                          sparcoll_dtype_t dtype, sparcoll_op_t op) {
+  if (comm == nullptr) return null_argument("sparcoll_reduce_scatter", "comm");
+  return guarded([&] { comm->comm.reduce_scatter(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op)); });
+}
+
+sparcoll_status_t sparcoll_iallreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_algo_t algo,
+                                      sparcoll_request_t* request) {
+  return start_request("sparcoll_iallreduce", comm, request, [&](sparcoll::Communicator& c) {
+    return c.iallreduce(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op), algo_of(algo));
+  });
+}
+
+sparcoll_status_t sparcoll_ibroadcast(sparcoll_comm_t comm, void* buffer, size_t count, sparcoll_dtype_t dtype,
+                                      int root, sparcoll_request_t* request) {
+  return start_request("sparcoll_ibroadcast", comm, request, [&](sparcoll::Communicator& c) {
+    return c.ibroadcast(buffer, count, dtype_of(dtype), root);
+  });
+}
+
+sparcoll_status_t sparcoll_iallgather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                      sparcoll_dtype_t dtype, sparcoll_request_t* request) {
+  return start_request("sparcoll_iallgather", comm, request, [&](sparcoll::Communicator& c) {
+    return c.iallgather(sendbuf, recvbuf, count, dtype_of(dtype));
+  });
+}
+
+sparcoll_status_t sparcoll_ireduce_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                           sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_request_t* request) {
+  return start_request("sparcoll_ireduce_scatter", comm, request, [&](sparcoll::Communicator& c) {
+    return c.ireduce_scatter(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op));
+  });
+}
+
+sparcoll_status_t sparcoll_wait(sparcoll_request_t* request) {
+  if (request == nullptr) return null_argument("sparcoll_wait", "request");
+  if (*request == nullptr) return freed_request("sparcoll_wait");
+  const sparcoll_status_t s = guarded([&] { (*request)->request.wait(); });
+  delete *request;
+  *request = nullptr;
+  return s;
+}
+
+sparcoll_status_t sparcoll_test(sparcoll_request_t* request, int* done) {
+  if (request == nullptr) return null_argument("sparcoll_test", "request");
+  if (done == nullptr) return null_argument("sparcoll_test", "done");
+  *done = 0;
+  if (*request == nullptr) return freed_request("sparcoll_test");
+  bool finished = false;
+  const sparcoll_status_t s = guarded([&] { finished = (*request)->request.test(); });
+  // test() throws only for a finished collective that failed.
+  if (s != SPARCOLL_SUCCESS) finished = true;
+  if (!finished) return SPARCOLL_SUCCESS;
+  delete *request;
+  *request = nullptr;
+  *done = 1;
+  return s;
+}
+
+sparcoll_status_t sparcoll_request_free(sparcoll_request_t request) {
+  // ~Request waits for the collective: the library may still use the caller's buffers.
+  return guarded([&] { delete request; });
+}
+
+}  // extern "C"
