@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "sparcoll/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -55,6 +57,11 @@ sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm);
 const char* sparcoll_strerror(sparcoll_status_t status);
 /* The message of this thread's last failed call ("" if none); valid until the next call. */
 const char* sparcoll_last_error(void);
+
+/* The version of the library running ("0.1.0"), and its number major * 10000 + minor * 100 +
+ * patch; SPARCOLL_VERSION_* (version.h) are the headers' version, fixed at compile time. */
+const char* sparcoll_version(void);
+int sparcoll_version_number(void);
 
 #ifdef __cplusplus
 }

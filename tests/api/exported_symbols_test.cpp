@@ -30,7 +30,8 @@ const std::vector<std::string> kCppPrefixes = {
     "sparcoll::Status::",       "sparcoll::Error::",        "typeinfo for sparcoll::Error",
     "typeinfo name for sparcoll::Error", "vtable for sparcoll::Error", "sparcoll::run_aggregator(",
     "sparcoll::error_code_name(", "sparcoll::dtype_name(", "sparcoll::reduce_op_name(",
-    "sparcoll::parse_dtype(",    "sparcoll::parse_reduce_op(",
+    "sparcoll::parse_dtype(",    "sparcoll::parse_reduce_op(", "sparcoll::version(",
+    "sparcoll::version_number(",
 };
 
 struct Symbol {
@@ -126,7 +127,7 @@ TEST(ExportedSymbols, TheCppApi) {
         "sparcoll::Communicator::Communicator(sparcoll::Options const&)", "sparcoll::Request::wait()",
         "sparcoll::Options::from_env()", "sparcoll::Options::validate() const",
         "sparcoll::Status::to_string[abi:cxx11]() const", "sparcoll::run_aggregator(sparcoll::Options const&)",
-        "typeinfo for sparcoll::Error"}) {
+        "sparcoll::version()", "typeinfo for sparcoll::Error"}) {
     EXPECT_TRUE(exported.count(wanted)) << wanted << " is not exported";
   }
 }
