@@ -3,6 +3,7 @@
 // (a new namespace, a pattern made too wide) fails here, as does a public one that went missing.
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -30,8 +31,8 @@ const std::vector<std::string> kCppPrefixes = {
     "sparcoll::Status::",       "sparcoll::Error::",        "typeinfo for sparcoll::Error",
     "typeinfo name for sparcoll::Error", "vtable for sparcoll::Error", "sparcoll::run_aggregator(",
     "sparcoll::error_code_name(", "sparcoll::dtype_name(", "sparcoll::reduce_op_name(",
-    "sparcoll::parse_dtype(",    "sparcoll::parse_reduce_op(", "sparcoll::version(",
-    "sparcoll::version_number(",
+    "sparcoll::parse_dtype(",    "sparcoll::parse_reduce_op(", "sparcoll::algorithm_name(",
+    "sparcoll::parse_algorithm(", "sparcoll::version(", "sparcoll::version_number(",
 };
 
 struct Symbol {
@@ -48,6 +49,14 @@ std::string demangle(const std::string& name) {
 }
 
 std::string library() { return build_path("libsparcoll.so.0"); }
+
+std::string read_source(const std::string& relative) {
+  std::ifstream file(source_path(relative));
+  EXPECT_TRUE(file) << "cannot read " << relative;
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
 
 // `nm -D --defined-only --with-symbol-versions`: "<address> <type> <name>@@<version>" per line.
 std::vector<Symbol> exported_symbols() {
@@ -95,18 +104,17 @@ TEST(ExportedSymbols, AllInVersionNodeSparcoll0) {
   std::string unversioned;
   for (const Symbol& s : exported_symbols()) {
     // The node's own name is an absolute symbol without a version.
-    if (s.name != kVersionNode && s.version != kVersionNode) unversioned += "  " + s.demangled + " (version '" + s.version + "')\n";
+    if (s.name != kVersionNode && s.version != kVersionNode) {
+      unversioned += "  " + s.demangled + " (version '" + s.version + "')\n";
+    }
   }
   EXPECT_TRUE(unversioned.empty()) << "symbols outside version node " << kVersionNode << ":\n" << unversioned;
 }
 
 TEST(ExportedSymbols, EveryCFunctionOfTheHeader) {
-  std::ifstream header(source_path("include/sparcoll/sparcoll.h"));
-  ASSERT_TRUE(header) << "cannot read include/sparcoll/sparcoll.h";
-  std::stringstream text;
-  text << header.rdbuf();
   // Declarations only: comments mention names followed by "(" too.
-  const std::string source = std::regex_replace(text.str(), std::regex("/\\*[\\s\\S]*?\\*/"), " ");
+  const std::string source =
+      std::regex_replace(read_source("include/sparcoll/sparcoll.h"), std::regex("/\\*[\\s\\S]*?\\*/"), " ");
   std::set<std::string> declared;
   const std::regex call("\\b(sparcoll_[a-z0-9_]+)\\s*\\(");
   for (auto it = std::sregex_iterator(source.begin(), source.end(), call); it != std::sregex_iterator(); ++it) {
@@ -116,6 +124,37 @@ TEST(ExportedSymbols, EveryCFunctionOfTheHeader) {
   std::set<std::string> exported;
   for (const Symbol& s : exported_symbols()) exported.insert(s.name);
   for (const std::string& name : declared) EXPECT_TRUE(exported.count(name)) << name << " is declared but not exported";
+}
+
+// The free functions the C++ headers declare: in their style, a declaration at column 0 ending in
+// ";" (members are indented; constexpr and inline ones are defined in the header, need no symbol).
+std::set<std::string> declared_free_functions() {
+  std::set<std::string> names;
+  const std::regex declaration("^(?!constexpr|inline|template|using|typedef|enum|class|struct|namespace|extern|#)"
+                               "[A-Za-z_][^;{}()]*?\\b([a-z_][a-z0-9_]*)\\([^;{}]*\\)[^;{}]*;");
+  for (const char* header : {"communicator.hpp", "options.hpp", "status.hpp", "types.hpp", "version.hpp"}) {
+    std::istringstream lines(read_source(std::string("include/sparcoll/") + header));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::smatch m;
+      if (std::regex_search(line, m, declaration)) names.insert(m[1]);
+    }
+  }
+  return names;
+}
+
+TEST(ExportedSymbols, EveryFreeFunctionOfTheCppHeaders) {
+  const auto declared = declared_free_functions();
+  ASSERT_GE(declared.size(), 8u) << "found too few free functions in include/sparcoll/*.hpp";
+  std::vector<std::string> exported;
+  for (const Symbol& s : exported_symbols()) exported.push_back(s.demangled);
+  for (const std::string& name : declared) {
+    const std::string prefix = "sparcoll::" + name + "(";
+    const bool found = std::any_of(exported.begin(), exported.end(),
+                                   [&](const std::string& e) { return e.compare(0, prefix.size(), prefix) == 0; });
+    EXPECT_TRUE(found) << prefix << "...) is declared in include/sparcoll/ but not exported: add "
+                       << "sparcoll::" << name << "* to src/api/libsparcoll.map";
+  }
 }
 
 TEST(ExportedSymbols, TheCppApi) {
