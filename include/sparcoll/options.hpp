@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sparcoll/status.hpp"
@@ -64,6 +65,12 @@ struct Options {
   // Defaults, then SPARCOLL_* and launcher variables. Throws sparcoll::Error (invalid_argument)
   // on a malformed value; warns about unknown SPARCOLL_* variables.
   static Options from_env();
+
+  // Sets one option by name, as the environment would: `key` is a field name ("block_elems") or
+  // its variable ("SPARCOLL_BLOCK_ELEMS"), `value` the variable's text ("512"). Throws
+  // sparcoll::Error (invalid_argument) naming the key for an unknown key or a malformed value;
+  // ranges and combinations are checked by validate() (the Communicator calls it).
+  void set(std::string_view key, const std::string& value);
 
   // Checks ranges and combinations; the message names the option and the variable.
   Status validate() const;

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "sparcoll/version.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,6 +38,30 @@ typedef enum {
 
 typedef enum { SPARCOLL_SUM = 0, SPARCOLL_AVG = 1, SPARCOLL_MIN = 2, SPARCOLL_MAX = 3 } sparcoll_op_t;
 
+/* Options of a communicator, for sparcoll_comm_init. Opaque, so options can be added without
+ * changing the ABI. Keys and values are those of the SPARCOLL_* variables (docs/config.md): the
+ * option's name ("block_elems") or its variable ("SPARCOLL_BLOCK_ELEMS"), and the variable's
+ * text ("512"). */
+typedef struct sparcoll_options sparcoll_options_t;
+
+/* New options holding the defaults only: the environment is not read. */
+sparcoll_status_t sparcoll_options_create(sparcoll_options_t** options);
+/* New options holding the defaults, then the SPARCOLL_* and launcher variables (as
+ * sparcoll_comm_init_from_env reads them); sparcoll_options_set overrides them. */
+sparcoll_status_t sparcoll_options_create_from_env(sparcoll_options_t** options);
+/* Sets one option. Fails with SPARCOLL_ERR_INVALID_ARGUMENT naming the key for an unknown key or
+ * a malformed value; ranges and combinations are checked by sparcoll_comm_init. */
+sparcoll_status_t sparcoll_options_set(sparcoll_options_t* options, const char* key, const char* value);
+/* Destroys options; NULL is accepted. A communicator keeps its own copy. */
+sparcoll_status_t sparcoll_options_destroy(sparcoll_options_t* options);
+
+/* Creates a communicator for a framework that did its own rendezvous: this process is `rank` of
+ * `size` workers, and rank 0 hosts the store at `store_address` ("host:port"; NULL keeps the
+ * options' store, which a single rank does not need). `options` NULL reads the environment, as
+ * sparcoll_comm_init_from_env does; rank, size and store_address override what options hold.
+ * Blocks until every rank has joined. */
+sparcoll_status_t sparcoll_comm_init(sparcoll_comm_t* comm, int rank, int size, const char* store_address,
+                                     const sparcoll_options_t* options);
 /* Creates a communicator from SPARCOLL_* (or torchrun / Open MPI / Slurm) variables. */
 sparcoll_status_t sparcoll_comm_init_from_env(sparcoll_comm_t* comm);
 sparcoll_status_t sparcoll_comm_rank(sparcoll_comm_t comm, int* rank);
@@ -112,6 +138,11 @@ sparcoll_status_t sparcoll_request_free(sparcoll_request_t request);
 const char* sparcoll_strerror(sparcoll_status_t status);
 /* The message of this thread's last failed call ("" if none); valid until the next call. */
 const char* sparcoll_last_error(void);
+
+/* The version of the library running ("0.1.0"), and its number major * 10000 + minor * 100 +
+ * patch; SPARCOLL_VERSION_* (version.h) are the headers' version, fixed at compile time. */
+const char* sparcoll_version(void);
+int sparcoll_version_number(void);
 
 #ifdef __cplusplus
 }

@@ -5,3 +5,4 @@
 #include "sparcoll/options.hpp"
 #include "sparcoll/status.hpp"
 #include "sparcoll/types.hpp"
+#include "sparcoll/version.hpp"

@@ -6,7 +6,10 @@
 
 #include "api/c_api_comm.hpp"
 #include "api/c_api_util.hpp"
+#include "api/c_options.hpp"
+#include "common/config.hpp"
 #include "sparcoll/communicator.hpp"
+
 
 namespace sparcoll::capi {
 
@@ -24,9 +27,52 @@ using sparcoll::capi::record;
 
 sparcoll_status_t null_comm(const char* call) { return sparcoll::capi::null_argument(call, "comm"); }
 
+sparcoll_status_t bad_argument(std::string message) {
+  return record(sparcoll::Status(sparcoll::ErrorCode::invalid_argument, std::move(message)));
+}
+
+// The store row of the configuration table parses `text` as SPARCOLL_STORE would; its message is
+// the reason only, which the caller words in terms of its own argument.
+sparcoll::Status parse_store(const char* text, sparcoll::Options* o) {
+  for (const sparcoll::ConfigVariable& v : sparcoll::config_variables()) {
+    if (std::string_view(v.field) == "store") return v.parse(text, o);
+  }
+  return sparcoll::Status(sparcoll::ErrorCode::internal, "the configuration table has no store row");
+}
+
 }  // namespace
 
 extern "C" {
+
+sparcoll_status_t sparcoll_comm_init(sparcoll_comm_t* comm, int rank, int size, const char* store_address,
+                                     const sparcoll_options_t* options) {
+  if (comm == nullptr) return null_comm("sparcoll_comm_init");
+  *comm = nullptr;
+  // Checked here so the message names this call's arguments, not SPARCOLL_RANK and friends.
+  if (size < 1) return bad_argument("sparcoll_comm_init: size=" + std::to_string(size) + " must be at least 1");
+  if (rank < 0 || rank >= size) {
+    return bad_argument("sparcoll_comm_init: rank=" + std::to_string(rank) + " must be between 0 and " +
+                        std::to_string(size - 1) + " for size=" + std::to_string(size));
+  }
+  return guarded([&] {
+    sparcoll::Options o = options != nullptr ? sparcoll::capi::options_of(options) : sparcoll::Options::from_env();
+    o.rank = rank;
+    o.world_size = size;
+    if (store_address != nullptr) {
+      sparcoll::Status st = parse_store(store_address, &o);
+      if (!st.ok()) {
+        throw sparcoll::Error(sparcoll::Status(
+            st.code(), "sparcoll_comm_init: store_address='" + std::string(store_address) + "': " + st.message()));
+      }
+    } else if (size > 1 && o.store.empty()) {
+      throw sparcoll::Error(sparcoll::Status(sparcoll::ErrorCode::invalid_argument,
+                                             "sparcoll_comm_init: store_address is null and the options hold no "
+                                             "store: a job of size=" + std::to_string(size) +
+                                                 " needs host:port of the store rank 0 hosts"));
+    }
+    *comm = new sparcoll_comm{sparcoll::Communicator(o)};
+  });
+}
 
 sparcoll_status_t sparcoll_comm_init_from_env(sparcoll_comm_t* comm) {
   if (comm == nullptr) return null_comm("sparcoll_comm_init_from_env");
@@ -36,16 +82,14 @@ sparcoll_status_t sparcoll_comm_init_from_env(sparcoll_comm_t* comm) {
 
 sparcoll_status_t sparcoll_comm_rank(sparcoll_comm_t comm, int* rank) {
   if (comm == nullptr) return null_comm("sparcoll_comm_rank");
-  if (rank == nullptr)
-    return record(sparcoll::Status(sparcoll::ErrorCode::invalid_argument, "sparcoll_comm_rank: rank is null"));
+  if (rank == nullptr) return sparcoll::capi::null_argument("sparcoll_comm_rank", "rank");
   *rank = comm->comm.rank();
   return SPARCOLL_SUCCESS;
 }
 
 sparcoll_status_t sparcoll_comm_size(sparcoll_comm_t comm, int* size) {
   if (comm == nullptr) return null_comm("sparcoll_comm_size");
-  if (size == nullptr)
-    return record(sparcoll::Status(sparcoll::ErrorCode::invalid_argument, "sparcoll_comm_size: size is null"));
+  if (size == nullptr) return sparcoll::capi::null_argument("sparcoll_comm_size", "size");
   *size = comm->comm.size();
   return SPARCOLL_SUCCESS;
 }

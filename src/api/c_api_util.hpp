@@ -1,5 +1,6 @@
-// Shared by the C API's files (c_api.cpp, c_api_collectives.cpp): turning a Status or an
-// exception into a sparcoll_status_t plus this thread's message for sparcoll_last_error().
+// Shared by the C API's files (c_api.cpp, c_api_collectives.cpp, c_options.cpp): turning a
+// Status or an exception into a sparcoll_status_t plus this thread's message for
+// sparcoll_last_error().
 #pragma once
 
 #include <new>

@@ -34,4 +34,10 @@ std::string config_markdown_table();
 // be a plausible typo.
 std::string closest_config_variable(std::string_view unknown);
 
+// Sets one option by name (config_set.cpp; Options::set and sparcoll_options_set): `key` is an
+// Options field ("block_elems") or its variable ("SPARCOLL_BLOCK_ELEMS"), `value` the text the
+// variable would hold. Parses like from_env(); ranges and combinations are checked later by
+// Options::validate(). The message names the key, its variable and the reason.
+Status set_config_value(Options* options, std::string_view key, const std::string& value);
+
 }  // namespace sparcoll
