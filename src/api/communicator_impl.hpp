@@ -24,6 +24,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
                     std::shared_ptr<RequestState>* out);
   Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo,
                     std::shared_ptr<RequestState>* out);
+  Status iallreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz, std::size_t dim,
+                           DataType dtype, ReduceOp op, SparseResult* result, Algorithm algo,
+                           std::shared_ptr<RequestState>* out);
   Status ibroadcast(void* buffer, std::size_t count, DataType dtype, int root, std::shared_ptr<RequestState>* out);
   Status iallgather(const void* send, void* recv, std::size_t count, DataType dtype,
                     std::shared_ptr<RequestState>* out);
@@ -51,6 +54,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // The algorithm an allreduce runs: `algo` resolved against options().algo and, for "auto",
   // the cost model.
   Algorithm resolve(Algorithm algo, std::size_t count, DataType dtype) const;
+  // The algorithm an allreduce_sparse runs; sets *problem when `algo` is not a sparse one.
+  Algorithm resolve_sparse(Algorithm algo, std::string* problem) const;
   // Hands a filled peer-to-peer collective to the collective thread.
   Status submit(coll::CollOp& op, std::shared_ptr<RequestState>* out);
   Status check_usable(const char* what) const;
