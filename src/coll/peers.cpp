@@ -304,7 +304,9 @@ Status Peers::wait() {
       fail(Status(ErrorCode::peer_failure, what_ + ": " + channel_->error().message()));
       break;
     }
-    for (int i = 0; i < n && !failed_; ++i) (void)on_message(msgs[i]);
+    // Every message of the batch is handled even after one failed the collective: the poll
+    // consumed them, and the rest may belong to the next collective of a faster peer.
+    for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
     moved = moved || n > 0;
     if (moved) {
       idle = 0;
@@ -353,8 +355,11 @@ void Peers::abort_all(const Status& reason) {
     for (int attempt = 0; attempt < 1000; ++attempt) {
       const transport::SendResult r = channel_->send(p, iov, 2);
       if (r != transport::SendResult::no_resource) break;
-      transport::ReceivedMessage drop[kPollBatch];
-      if (channel_->poll(drop, kPollBatch) < 0) break;
+      // Make room by reading: fragments of the next collective are stashed, not dropped.
+      transport::ReceivedMessage msgs[kPollBatch];
+      const int n = channel_->poll(msgs, kPollBatch);
+      if (n < 0) break;
+      for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
       sched_yield();
     }
   }
