@@ -2,45 +2,12 @@
 // message for sparcoll_last_error().
 #include "sparcoll/sparcoll.h"
 
-#include <new>
-#include <string>
+#include "api/c_api_util.hpp"
 
-#include "sparcoll/communicator.hpp"
-
-struct sparcoll_comm {
-  sparcoll::Communicator comm;
-};
-
-namespace {
-
-thread_local std::string t_last_error;
-
-sparcoll_status_t record(const sparcoll::Status& s) {
-  t_last_error = s.ok() ? std::string() : s.to_string();
-  return static_cast<sparcoll_status_t>(s.code());
-}
-
-// Runs `body`, converting any exception into a status.
-template <typename F>
-sparcoll_status_t guarded(F&& body) {
-  try {
-    body();
-    t_last_error.clear();
-    return SPARCOLL_SUCCESS;
-  } catch (const sparcoll::Error& e) {
-    return record(e.status());
-  } catch (const std::bad_alloc&) {
-    return record(sparcoll::Status(sparcoll::ErrorCode::no_resource, "out of memory"));
-  } catch (const std::exception& e) {
-    return record(sparcoll::Status(sparcoll::ErrorCode::internal, e.what()));
-  }
-}
-
-sparcoll_status_t null_comm(const char* call) {
-  return record(sparcoll::Status(sparcoll::ErrorCode::invalid_argument, std::string(call) + ": comm is null"));
-}
-
-}  // namespace
+using sparcoll::capi::guarded;
+using sparcoll::capi::null_comm;
+using sparcoll::capi::record;
+using sparcoll::capi::t_last_error;
 
 extern "C" {
 
