@@ -38,6 +38,7 @@ TEST_P(SparseMatrix, EveryAlgorithmDtypeOpDimFillAndPattern) {
   std::vector<std::string> args = {"--dims", "0,1,7,1283", "--fills", "0,0.3,1", "--inflight", "6"};
   // Many ranks on 2 busy cores: the ops that differ (sum, min) and the patterns that differ.
   if (ranks >= 4) args.insert(args.end(), {"--ops", "sum,min", "--patterns", "random,disjoint"});
+  if (ranks >= 5) args.insert(args.end(), {"--dims", "1,1283", "--fills", "0.3,1"});
   expect_passed(run_sparse_check(ranks, transport, args));
 }
 
@@ -59,6 +60,14 @@ TEST_P(SparseTransport, DefaultAlgorithmAndLargeVectorsSplitIntoManyFragments) {
   expect_passed(run_sparse_check(3, GetParam(),
                                  {"--algos", "default,ssar_recursive_doubling", "--dtypes", "f32,bf16", "--ops", "sum",
                                   "--dims", "100003", "--fills", "0.001,0.6", "--patterns", "random"}));
+}
+
+TEST_P(SparseTransport, FromCThroughTheCApi) {
+  const LaunchResult r = launch({"-n", "3", "--transport", GetParam(), "--timeout", "60", "--",
+                                 build_path("tests/integration/sparcoll-c-sparse-check")},
+                                {"SPARCOLL_POLL_MODE=yield"}, std::chrono::seconds(90));
+  EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("c sparse: ok"), std::string::npos) << r.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Sparse, SparseTransport, ::testing::Values("shm", "tcp"));
