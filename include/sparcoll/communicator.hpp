@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sparcoll/options.hpp"
 #include "sparcoll/status.hpp"
@@ -44,6 +45,25 @@ struct TrafficStats {
   std::uint64_t packets_retransmitted = 0;  // resent after a loss or a timeout
   std::uint64_t packets_dropped_invalid = 0;  // failed validation (truncated, wrong job, hostile)
   std::uint64_t packets_duplicate = 0;        // arrived twice (a resend whose original arrived)
+};
+
+// The result of allreduce_sparse: the reduction of every rank's sparse vector, either sparse
+// (the union of all ranks' indices, sorted, with their reduced values; an entry whose sum
+// cancelled to 0 stays) or dense (every one of the dim values; dsar_split_allgather returns
+// this when some index range of the result passed the break-even density). Reuse one object
+// across calls: its vectors keep their capacity, so steady-state calls allocate nothing.
+struct SparseResult {
+  bool dense = false;
+  std::size_t dim = 0;
+  DataType dtype = DataType::f32;
+  std::vector<std::int64_t> indices;  // sparse: sorted, strictly increasing; dense: empty
+  std::vector<std::byte> values;      // nnz() elements of dtype, as bytes
+  std::size_t nnz() const noexcept { return dense ? dim : indices.size(); }
+  // The values as T (float for f32, std::uint16_t for f16/bf16, std::int32_t for i32).
+  template <typename T>
+  const T* values_as() const noexcept {
+    return reinterpret_cast<const T*>(values.data());
+  }
 };
 
 // A handle to a non-blocking collective. Move-only. Destroying an unfinished request waits for it.
@@ -99,6 +119,23 @@ class Communicator {
   // communicator's collective thread, one after another in call order.
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo);
   Request iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo);
+
+  // Sparse allreduce (SparCML; docs/algorithms.md): each rank gives `nnz` entries of a vector of
+  // `dim` elements, indices[k] with value values[k] (nnz values of dtype); an index a rank does
+  // not give counts as 0 there (min and max included). Indices are int64 as torch COO tensors
+  // hold them; they must be strictly increasing (sorted, no duplicates), in [0, dim), with
+  // nnz <= dim <= 2^32 (they travel as u32). Bad input fails the call on this rank with an
+  // error naming the offending position and value, and on every other rank too (no hang).
+  // `algo` is ssar_recursive_doubling, ssar_split_allgather or dsar_split_allgather;
+  // from_options takes options().algo when it is one of those, else (like auto_select)
+  // dsar_split_allgather. Every rank must name the same one and the same dim, dtype and op.
+  // *result is filled by the time the request completes (unspecified if it fails); the input
+  // arrays may be reused as soon as the call returns (they are copied into the op).
+  void allreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz, std::size_t dim,
+                        DataType dtype, ReduceOp op, SparseResult* result, Algorithm algo = Algorithm::from_options);
+  Request iallreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz, std::size_t dim,
+                            DataType dtype, ReduceOp op, SparseResult* result,
+                            Algorithm algo = Algorithm::from_options);
 
   // buffer (count elements) on every rank = buffer on `root`.
   void broadcast(void* buffer, std::size_t count, DataType dtype, int root);

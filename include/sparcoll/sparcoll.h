@@ -5,6 +5,7 @@
 #define SPARCOLL_SPARCOLL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sparcoll/version.h"
 
@@ -143,6 +144,36 @@ const char* sparcoll_last_error(void);
  * patch; SPARCOLL_VERSION_* (version.h) are the headers' version, fixed at compile time. */
 const char* sparcoll_version(void);
 int sparcoll_version_number(void);
+
+/* ---- sparse allreduce (SparCML; docs/algorithms.md, "SparCML: SSAR and DSAR") ------------- */
+
+/* Values of sparcoll::Algorithm that allreduce_sparse accepts. */
+typedef enum {
+  SPARCOLL_SPARSE_FROM_OPTIONS = 0, /* SPARCOLL_ALGO if it names a sparse one, else dsar */
+  SPARCOLL_SPARSE_AUTO = 1,         /* dsar_split_allgather */
+  SPARCOLL_SPARSE_SSAR_RECURSIVE_DOUBLING = 5,
+  SPARCOLL_SPARSE_SSAR_SPLIT_ALLGATHER = 6,
+  SPARCOLL_SPARSE_DSAR_SPLIT_ALLGATHER = 7
+} sparcoll_sparse_algorithm_t;
+
+/* The result of a sparse allreduce; reuse one across calls (its buffers are kept). */
+typedef struct sparcoll_sparse_result* sparcoll_sparse_result_t;
+sparcoll_status_t sparcoll_sparse_result_create(sparcoll_sparse_result_t* result);
+/* NULL is accepted. */
+sparcoll_status_t sparcoll_sparse_result_destroy(sparcoll_sparse_result_t result);
+/* The last result: *dense = 1 when values holds all dim elements (indices is then NULL), else
+   *nnz sorted indices and their values (nnz elements of the call's dtype). The pointers stay
+   valid until the next call with this result or its destruction. */
+sparcoll_status_t sparcoll_sparse_result_get(sparcoll_sparse_result_t result, int* dense, size_t* nnz,
+                                             const int64_t** indices, const void** values);
+/* Every rank gives nnz entries (indices[k], values[k]) of a dim-element vector: indices strictly
+   increasing in [0, dim), nnz <= dim <= 2^32, values of dtype; an absent index counts as 0.
+   The reduction over ranks lands in `result`. Bad input fails on this rank with a message
+   naming the position and value, and on every other rank too. Blocking. */
+sparcoll_status_t sparcoll_allreduce_sparse(sparcoll_comm_t comm, const int64_t* indices, const void* values,
+                                            size_t nnz, size_t dim, sparcoll_dtype_t dtype, sparcoll_op_t op,
+                                            sparcoll_sparse_algorithm_t algorithm, sparcoll_sparse_result_t result);
+/* ---- end of sparse allreduce ---------------------------------------------------------------- */
 
 #ifdef __cplusplus
 }

@@ -11,11 +11,24 @@
 #include <cstdint>
 #include <vector>
 
+#include "algo/sparse_vector.hpp"
 #include "coll/peers.hpp"
+#include "sparcoll/communicator.hpp"
 #include "sparcoll/status.hpp"
 #include "sparcoll/types.hpp"
 
 namespace sparcoll::algo {
+
+// Reusable buffers of the SparCML algorithms (capacity kept across collectives).
+struct SparseScratch {
+  SparseVector local, a, b;                          // this rank's entries, merge ping-pong
+  std::vector<std::vector<std::byte>> in, out;      // one message per peer
+  std::vector<std::byte> mine;                       // this rank's own encoded message
+  std::vector<SparseSpan> pieces;                    // every rank's piece of this rank's range
+  std::vector<SparseMessage> messages;               // every rank's final range
+  std::vector<std::uint32_t> dense_acc, dense_tmp;   // a densified range (dsar)
+  std::vector<std::uint64_t> bits;                   // bitmap of a dense input's non-zero blocks
+};
 
 // Reusable buffers of the collective thread (capacity kept across collectives).
 struct Scratch {
@@ -23,6 +36,14 @@ struct Scratch {
   std::vector<std::byte> tmp;   // a received message
   std::vector<std::byte> tmp2;
   std::vector<std::byte> tmp3;
+  SparseScratch sparse;
+};
+
+// Where a SparCML allreduce puts its result: every element of a dense tensor (dense input
+// through Communicator::allreduce), or the caller's SparseResult (allreduce_sparse).
+struct SparseOutput {
+  void* dense = nullptr;
+  SparseResult* result = nullptr;
 };
 
 // Element range [begin, end) of chunk c when `count` elements are split into n near-equal chunks.
@@ -30,15 +51,30 @@ inline std::size_t chunk_begin(std::size_t count, std::uint32_t n, std::uint32_t
   return c * (count / n) + std::min<std::size_t>(c, count % n);
 }
 
-// Whether SparCML's SSAR/DSAR run on the collective thread in this build (algo=auto considers
-// them only then).
-inline constexpr bool kSparcmlAlgorithmsBuilt = false;
-
 // --- dense allreduce ------------------------------------------------------------------------
 Status ring_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                       ReduceOp op, Scratch& scratch);
 Status butterfly_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                            ReduceOp op, Scratch& scratch);
+
+// --- SparCML sparse allreduce (docs/algorithms.md, "SparCML: SSAR and DSAR") -----------------
+// `local` holds this rank's entries (sorted unique indices below dim <= 2^32, accumulators of
+// acc_type_of(dtype)); the algorithms may consume it. Every element of the result is computed
+// by one fixed sequence of operations, the same on every rank, so results are bitwise identical.
+Status ssar_recursive_doubling(coll::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype,
+                               ReduceOp op, const SparseOutput& out, Scratch& scratch);
+Status ssar_split_allgather(coll::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+                            const SparseOutput& out, Scratch& scratch);
+Status dsar_split_allgather(coll::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+                            const SparseOutput& out, Scratch& scratch);
+// Dense tensors through those algorithms: send's non-zero elements in, every element of recv
+// (count <= 2^32 elements, zeros included) out. In place when send == recv.
+Status sparse_allreduce_dense(coll::Peers& peers, Algorithm algo, const void* send, void* recv, std::size_t count,
+                              DataType dtype, ReduceOp op, Scratch& scratch);
+// allreduce_sparse: this rank's entries (checked and widened by the calling thread) in, *result
+// filled.
+Status sparse_allreduce(coll::Peers& peers, Algorithm algo, SparseVector& entries, std::size_t dim, DataType dtype,
+                        ReduceOp op, SparseResult* result, Scratch& scratch);
 
 // --- other collectives ----------------------------------------------------------------------
 // recv (count elements) = reduction of chunk `rank` of every rank's send (size * count elements).

@@ -68,6 +68,19 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, Da
   iallreduce(send, recv, count, dtype, op, algo).wait();
 }
 
+Request Communicator::iallreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz,
+                                        std::size_t dim, DataType dtype, ReduceOp op, SparseResult* result,
+                                        Algorithm algo) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iallreduce_sparse(indices, values, nnz, dim, dtype, op, result, algo, &state));
+  return Request(impl_, std::move(state));
+}
+
+void Communicator::allreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz, std::size_t dim,
+                                    DataType dtype, ReduceOp op, SparseResult* result, Algorithm algo) {
+  iallreduce_sparse(indices, values, nnz, dim, dtype, op, result, algo).wait();
+}
+
 Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType dtype, int root) {
   std::shared_ptr<detail::RequestState> state;
   throw_if_error(impl_->ibroadcast(buffer, count, dtype, root, &state));

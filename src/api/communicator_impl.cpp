@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "block/bitmap.hpp"
+#include "block/reduce.hpp"
 #include "common/log.hpp"
 #include "engine/limits.hpp"
 
@@ -314,6 +315,13 @@ std::string check_dtype_op(DataType dtype, const ReduceOp* op) {
   return std::string();
 }
 
+constexpr std::uint64_t kMaxSparseDim = std::uint64_t{1} << 32;
+
+bool is_sparse_algorithm(Algorithm a) {
+  return a == Algorithm::ssar_recursive_doubling || a == Algorithm::ssar_split_allgather ||
+         a == Algorithm::dsar_split_allgather;
+}
+
 bool overlaps(const void* a, std::size_t abytes, const void* b, std::size_t bbytes) {
   const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
   return abytes && bbytes && x < y + bbytes && y < x + abytes;
@@ -439,7 +447,7 @@ Status CommunicatorImpl::choose_automatically(const void* send, std::size_t coun
   in.dedicated_aggregators = options_.aggregators > 0;
   in.block_density = density[0];
   in.elem_density = density[1];
-  in.sparse_algorithms = algo::kSparcmlAlgorithmsBuilt;
+  in.sparse_algorithms = count <= (std::size_t{1} << 32);  // SparCML's u32 indices
   std::array<double, 6> predicted{};
   *out = algo::select_allreduce(in, link, &predicted);
   if (*out != last_auto_choice_ || log::enabled(log::Level::debug)) {
@@ -483,7 +491,10 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   c.count = count;
   c.dtype = dtype;
   c.op = op;
-  const std::string problem = check_arguments(send, recv, count, dtype, op);
+  std::string problem = check_arguments(send, recv, count, dtype, op);
+  if (problem.empty() && is_sparse_algorithm(chosen) && count > kMaxSparseDim)
+    problem = "count " + std::to_string(count) + " exceeds 2^32, the index range of " +
+              std::string(algorithm_name(chosen)) + " (indices travel as u32)";
   c.invalid = problem.empty() ? std::string() : "allreduce op " + std::to_string(c.seq) + ": " + problem;
   if (!problem.empty()) c.count = 0;
   return submit(c, out);
@@ -554,6 +565,78 @@ Status CommunicatorImpl::ireduce_scatter(const void* send, void* recv, std::size
     problem = "sendbuf and recvbuf overlap";
   c.invalid = problem.empty() ? std::string() : "reduce_scatter " + std::to_string(c.seq) + ": " + problem;
   if (!problem.empty()) c.count = 0;
+  return submit(c, out);
+}
+
+// --- allreduce_sparse ---------------------------------------------------------------------------
+
+namespace {
+
+// Checks the caller's sparse input and copies it into `entries` (u32 indices, accumulator
+// values) in the same pass; returns what is wrong with it, naming the position and the value.
+std::string take_sparse_input(const std::int64_t* indices, const void* values, std::size_t nnz, std::size_t dim,
+                              DataType dtype, ReduceOp op, const SparseResult* result, algo::SparseVector* entries) {
+  if (std::string p = check_dtype_op(dtype, &op); !p.empty()) return p;
+  if (result == nullptr) return "result is null";
+  if (dim > kMaxSparseDim)
+    return "dim " + std::to_string(dim) + " exceeds 2^32, the index range of the sparse algorithms (indices travel as u32)";
+  if (nnz > dim) return "nnz " + std::to_string(nnz) + " exceeds dim " + std::to_string(dim);
+  if (nnz > 0 && indices == nullptr) return "indices is null with nnz " + std::to_string(nnz);
+  if (std::string p = check_buffer("values", values, nnz, dtype); !p.empty()) return p;
+  entries->resize(nnz);
+  std::uint32_t* out = entries->idx.data();
+  for (std::size_t k = 0; k < nnz; ++k) {
+    const std::int64_t x = indices[k];
+    if (x < 0 || static_cast<std::uint64_t>(x) >= dim)
+      return "indices[" + std::to_string(k) + "] = " + std::to_string(x) + " is outside [0, dim = " + std::to_string(dim) +
+             ")";
+    if (k > 0 && x <= indices[k - 1])
+      return "indices[" + std::to_string(k) + "] = " + std::to_string(x) +
+             (x == indices[k - 1] ? " repeats indices[" : " is below indices[") + std::to_string(k - 1) + "] = " +
+             std::to_string(indices[k - 1]) + " (indices must be sorted and unique)";
+    out[k] = static_cast<std::uint32_t>(x);
+  }
+  if (nnz > 0) block::acc_load(dtype, values, entries->val.data(), nnz);
+  return std::string();
+}
+
+}  // namespace
+
+Algorithm CommunicatorImpl::resolve_sparse(Algorithm algo, std::string* problem) const {
+  if (algo == Algorithm::from_options) {
+    algo = parse_algorithm(options_.algo).value_or(Algorithm::dsar_split_allgather);
+    if (!is_sparse_algorithm(algo)) algo = Algorithm::dsar_split_allgather;  // SPARCOLL_ALGO names a dense one
+  }
+  if (algo == Algorithm::auto_select) algo = Algorithm::dsar_split_allgather;
+  if (!is_sparse_algorithm(algo)) {
+    *problem = "algorithm " +
+               (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::dsar_split_allgather)
+                    ? std::to_string(static_cast<int>(algo))
+                    : std::string(algorithm_name(algo))) +
+               " is not a sparse allreduce (ssar_recursive_doubling, ssar_split_allgather or dsar_split_allgather)";
+    return Algorithm::dsar_split_allgather;
+  }
+  return algo;
+}
+
+Status CommunicatorImpl::iallreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz,
+                                           std::size_t dim, DataType dtype, ReduceOp op, SparseResult* result,
+                                           Algorithm algo, std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("allreduce_sparse"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::sparse_allreduce;
+  std::string problem;
+  c.algo = resolve_sparse(algo, &problem);
+  c.send = nullptr;
+  c.recv = nullptr;
+  c.count = 0;
+  c.dtype = dtype;
+  c.op = op;
+  c.sparse.dim = dim;
+  c.sparse.result = result;
+  if (problem.empty()) problem = take_sparse_input(indices, values, nnz, dim, dtype, op, result, &c.sparse.entries);
+  c.invalid = problem.empty() ? std::string() : "allreduce_sparse " + std::to_string(c.seq) + ": " + problem;
+  if (!problem.empty()) c.sparse.entries.resize(0);
   return submit(c, out);
 }
 

@@ -25,6 +25,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
                     std::shared_ptr<RequestState>* out);
   Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo,
                     std::shared_ptr<RequestState>* out);
+  Status iallreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz, std::size_t dim,
+                           DataType dtype, ReduceOp op, SparseResult* result, Algorithm algo,
+                           std::shared_ptr<RequestState>* out);
   Status ibroadcast(void* buffer, std::size_t count, DataType dtype, int root, std::shared_ptr<RequestState>* out);
   Status iallgather(const void* send, void* recv, std::size_t count, DataType dtype,
                     std::shared_ptr<RequestState>* out);
@@ -58,6 +61,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // algo=auto: the link's α and β, agreed by every rank (measured at the first use).
   Status link_model(algo::LinkModel* out);
   Status choose_automatically(const void* send, std::size_t count, DataType dtype, ReduceOp op, Algorithm* out);
+  // The algorithm an allreduce_sparse runs; sets *problem when `algo` is not a sparse one.
+  Algorithm resolve_sparse(Algorithm algo, std::string* problem) const;
   // Hands a filled peer-to-peer collective to the collective thread.
   Status submit(coll::CollOp& op, std::shared_ptr<RequestState>* out);
   Status check_usable(const char* what) const;

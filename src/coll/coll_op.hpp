@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "algo/sparse_vector.hpp"
 #include "engine/op_state.hpp"
 #include "sparcoll/types.hpp"
 
@@ -18,13 +19,13 @@ namespace sparcoll::coll {
 
 enum class CollKind : std::uint8_t { allreduce, broadcast, allgather, reduce_scatter, sparse_allreduce };
 
-// The sparse (index-value) input and output of allreduce_sparse; owned by the caller.
+// The sparse (index-value) input and output of allreduce_sparse. The calling thread checks the
+// caller's arrays and copies them here (u32 indices, values widened to accumulators), so the
+// caller may reuse them at once; the vectors keep their capacity with the op slot.
 struct SparseArgs {
-  const std::uint32_t* indices = nullptr;  // sorted, unique, < dim
-  const void* values = nullptr;            // nnz values of `dtype`
-  std::size_t nnz = 0;
+  algo::SparseVector entries;
   std::size_t dim = 0;
-  void* result = nullptr;                  // SparseResult* (communicator.hpp), filled on success
+  SparseResult* result = nullptr;  // the caller's, filled on success
 };
 
 struct CollOp {

@@ -150,6 +150,10 @@ Status Executor::execute(CollOp& op) {
         case Algorithm::ring: return algo::ring_allreduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
         case Algorithm::butterfly:
           return algo::butterfly_allreduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
+        case Algorithm::ssar_recursive_doubling:
+        case Algorithm::ssar_split_allgather:
+        case Algorithm::dsar_split_allgather:
+          return algo::sparse_allreduce_dense(peers_, op.algo, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
         default: break;
       }
       return Status(ErrorCode::unsupported, "allreduce algorithm " + std::string(algorithm_name(op.algo)) +
@@ -161,7 +165,8 @@ Status Executor::execute(CollOp& op) {
     case CollKind::reduce_scatter:
       return algo::ring_reduce_scatter(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
     case CollKind::sparse_allreduce:
-      break;
+      return algo::sparse_allreduce(peers_, op.algo, op.sparse.entries, op.sparse.dim, op.dtype, op.op, op.sparse.result,
+                                    scratch_);
   }
   return Status(ErrorCode::unsupported, "this collective is not implemented on the collective thread");
 }

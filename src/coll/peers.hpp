@@ -39,6 +39,8 @@ class Peers {
 
   std::uint32_t rank() const noexcept { return rank_; }
   std::uint32_t size() const noexcept { return size_; }
+  // The current collective's name, for algorithms' own error messages.
+  const std::string& what() const noexcept { return what_; }
 
   // Starts collective `seq` (named `what` in errors, e.g. "allreduce op 7 (ring)").
   void begin(std::uint32_t seq, std::string what, Clock::time_point deadline);

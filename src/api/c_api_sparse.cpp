@@ -1,0 +1,54 @@
+// The C API of allreduce_sparse: a result handle owning a SparseResult, so C callers need not
+// know the result's size in advance and steady-state calls reuse its buffers.
+#include "api/c_api_comm.hpp"
+#include "api/c_api_util.hpp"
+
+struct sparcoll_sparse_result {
+  sparcoll::SparseResult result;
+};
+
+using sparcoll::capi::guarded;
+using sparcoll::capi::record;
+
+namespace {
+sparcoll_status_t invalid(const std::string& what) {
+  return record(sparcoll::Status(sparcoll::ErrorCode::invalid_argument, what));
+}
+}  // namespace
+
+extern "C" {
+
+sparcoll_status_t sparcoll_sparse_result_create(sparcoll_sparse_result_t* result) {
+  if (result == nullptr) return invalid("sparcoll_sparse_result_create: result is null");
+  *result = nullptr;
+  return guarded([&] { *result = new sparcoll_sparse_result{}; });
+}
+
+sparcoll_status_t sparcoll_sparse_result_destroy(sparcoll_sparse_result_t result) {
+  return guarded([&] { delete result; });
+}
+
+sparcoll_status_t sparcoll_sparse_result_get(sparcoll_sparse_result_t result, int* dense, size_t* nnz,
+                                             const int64_t** indices, const void** values) {
+  if (result == nullptr) return invalid("sparcoll_sparse_result_get: result is null");
+  const sparcoll::SparseResult& r = result->result;
+  if (dense) *dense = r.dense ? 1 : 0;
+  if (nnz) *nnz = r.nnz();
+  if (indices) *indices = r.dense ? nullptr : r.indices.data();
+  if (values) *values = r.values.data();
+  return guarded([] {});
+}
+
+sparcoll_status_t sparcoll_allreduce_sparse(sparcoll_comm_t comm, const int64_t* indices, const void* values,
+                                            size_t nnz, size_t dim, sparcoll_dtype_t dtype, sparcoll_op_t op,
+                                            sparcoll_sparse_algorithm_t algorithm, sparcoll_sparse_result_t result) {
+  if (comm == nullptr) return sparcoll::capi::null_argument("sparcoll_allreduce_sparse", "comm");
+  // A null result is checked by the collective itself, so the other ranks fail too.
+  return guarded([&] {
+    comm->comm.allreduce_sparse(reinterpret_cast<const std::int64_t*>(indices), values, nnz, dim,
+                                static_cast<sparcoll::DataType>(dtype), static_cast<sparcoll::ReduceOp>(op),
+                                result ? &result->result : nullptr, static_cast<sparcoll::Algorithm>(algorithm));
+  });
+}
+
+}  // extern "C"
