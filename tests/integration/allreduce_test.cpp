@@ -67,6 +67,10 @@ TEST_P(DenseAllreduceMatrix, EveryDtypeOpAndSize) {
 INSTANTIATE_TEST_SUITE_P(Dense, DenseAllreduceMatrix,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values("shm", "tcp"),
                                             ::testing::Values("ring", "butterfly")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
+                                  std::get<2>(info.param);
+                         });
 
 // The SparCML algorithms (dense input converted to sparse, the dense result written whole):
 // ranks x transport x algorithm, exact against the same reference, bitwise equal on every rank.
