@@ -68,6 +68,22 @@ void Communicator::allreduce(const void* send, void* recv, std::size_t count, Da
   iallreduce(send, recv, count, dtype, op, algo).wait();
 }
 
+Request Communicator::iallreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
+                                            const Compression& c) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iallreduce_compressed(tensor_id, grad, out, count, c, &state));
+  return Request(impl_, std::move(state));
+}
+
+void Communicator::allreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
+                                        const Compression& c) {
+  iallreduce_compressed(tensor_id, grad, out, count, c).wait();
+}
+
+std::vector<float> Communicator::compression_residual(std::uint64_t tensor_id) const {
+  return impl_->compression_residual(tensor_id);
+}
+
 Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType dtype, int root) {
   std::shared_ptr<detail::RequestState> state;
   throw_if_error(impl_->ibroadcast(buffer, count, dtype, root, &state));

@@ -84,6 +84,10 @@ void Executor::run() {
     messages_received_.fetch_add(peers_.messages_received(), std::memory_order_relaxed);
     std::shared_ptr<detail::RequestState> request = std::move(op->request);
     request->stats = OpStats{peers_.bytes_sent(), peers_.bytes_received(), 0, 0, op->algo};
+    if (op->kind == CollKind::compressed_allreduce) {
+      request->stats.payload_words_sent = op->compressed.payload_words;
+      request->stats.control_words_sent = op->compressed.control_words;
+    }
     request->status = status;
     op->busy.store(0, std::memory_order_release);
     op->busy.notify_all();
@@ -100,6 +104,7 @@ Status Executor::execute(CollOp& op) {
     case CollKind::allgather: kind = "allgather"; break;
     case CollKind::reduce_scatter: kind = "reduce_scatter"; break;
     case CollKind::sparse_allreduce: kind = "allreduce_sparse"; break;
+    case CollKind::compressed_allreduce: kind = "allreduce_compressed"; break;
   }
   peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + std::string(algorithm_name(op.algo)) + ")",
                op.deadline);
@@ -125,6 +130,9 @@ Status Executor::execute(CollOp& op) {
       return algo::ring_reduce_scatter(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
     case CollKind::sparse_allreduce:
       break;
+    case CollKind::compressed_allreduce:
+      if (op.compressed.c.algo == CompressionAlgo::oktopk) return algo::oktopk_allreduce(peers_, op.compressed, compress_scratch_);
+      return algo::topk_ef_allreduce(peers_, op.compressed, compress_scratch_, scratch_);
   }
   return Status(ErrorCode::unsupported, "this collective is not implemented on the collective thread");
 }
