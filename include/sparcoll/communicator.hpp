@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sparcoll/compression.hpp"
 #include "sparcoll/options.hpp"
 #include "sparcoll/status.hpp"
 #include "sparcoll/types.hpp"
@@ -29,6 +30,11 @@ struct OpStats {
   std::uint64_t blocks_sent = 0;     // non-zero blocks this rank sent
   std::uint64_t blocks_received = 0; // result blocks received (globally non-zero blocks)
   Algorithm algorithm = Algorithm::from_options;  // the allreduce algorithm that ran (auto: its choice)
+  // Compressed allreduce: the payload this rank sent, in 4-byte words (an index or an fp32
+  // value is one word, as Ok-Topk's paper counts; narrower values count their bytes / 4), not
+  // counting O(P) count/boundary exchanges or headers.
+  std::uint64_t payload_words_sent = 0;
+  std::uint64_t control_words_sent = 0;  // the count / boundary / threshold exchanges
 };
 
 // Traffic through the transport since the communicator was created, all roles of this process
@@ -148,6 +154,21 @@ class Communicator {
   // send (size() * count elements).
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+
+  // Compressed allreduce of an fp32 gradient (compression.hpp, docs/algorithms.md): out (count
+  // fp32) = sum (or mean, c.op) over ranks of what each rank sent, identical on every rank.
+  // With error feedback the communicator keeps a residual per `tensor_id` (created at the first
+  // call, count values); a later call with the same id and another count is invalid_argument
+  // naming both sizes. Bad arguments (k = 0 or k > count, a bad format or parameter) fail the
+  // call on every rank with invalid_argument. Runs on the collective thread in call order.
+  // grad and out may be the same buffer.
+  void allreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
+                            const Compression& c);
+  Request iallreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
+                                const Compression& c);
+  // A copy of the residual of `tensor_id` (empty if unknown). Only while no compressed call on
+  // that id is running (for tests and checkpoints).
+  std::vector<float> compression_residual(std::uint64_t tensor_id) const;
 
   // Every rank waits until every rank has called barrier().
   void barrier();

@@ -81,6 +81,22 @@ void Communicator::allreduce_sparse(const std::int64_t* indices, const void* val
   iallreduce_sparse(indices, values, nnz, dim, dtype, op, result, algo).wait();
 }
 
+Request Communicator::iallreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
+                                            const Compression& c) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iallreduce_compressed(tensor_id, grad, out, count, c, &state));
+  return Request(impl_, std::move(state));
+}
+
+void Communicator::allreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
+                                        const Compression& c) {
+  iallreduce_compressed(tensor_id, grad, out, count, c).wait();
+}
+
+std::vector<float> Communicator::compression_residual(std::uint64_t tensor_id) const {
+  return impl_->compression_residual(tensor_id);
+}
+
 Request Communicator::ibroadcast(void* buffer, std::size_t count, DataType dtype, int root) {
   std::shared_ptr<detail::RequestState> state;
   throw_if_error(impl_->ibroadcast(buffer, count, dtype, root, &state));

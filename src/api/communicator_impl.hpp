@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "algo/selector.hpp"
@@ -33,6 +34,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
                     std::shared_ptr<RequestState>* out);
   Status ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                          std::shared_ptr<RequestState>* out);
+  Status iallreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
+                               const Compression& c, std::shared_ptr<RequestState>* out_request);
+  std::vector<float> compression_residual(std::uint64_t tensor_id) const;
   Status register_buffer(const void* buffer, std::size_t bytes);
   Status deregister_buffer(const void* buffer);
   // Waits for the request; returns its outcome.
@@ -86,6 +90,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   };
   std::vector<RegisteredBuffer> registered_;  // few entries: searched once per operation
   bool joined_ = false;
+  // Compressed allreduce: the state of every tensor id (compressed.hpp). The map is touched by
+  // the calling thread only; the collective thread gets a tensor's (stable) address per call.
+  std::unordered_map<std::uint64_t, std::unique_ptr<algo::CompressedTensor>> tensors_;
+  std::uint64_t random_seed_ = 0;  // QSGD seed when Compression::seed is unset (drawn at setup)
 };
 
 }  // namespace sparcoll::detail

@@ -11,13 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "algo/compressed.hpp"
 #include "algo/sparse_vector.hpp"
 #include "engine/op_state.hpp"
 #include "sparcoll/types.hpp"
 
 namespace sparcoll::coll {
 
-enum class CollKind : std::uint8_t { allreduce, broadcast, allgather, reduce_scatter, sparse_allreduce };
+enum class CollKind : std::uint8_t { allreduce, broadcast, allgather, reduce_scatter, sparse_allreduce, compressed_allreduce };
 
 // The sparse (index-value) input and output of allreduce_sparse. The calling thread checks the
 // caller's arrays and copies them here (u32 indices, values widened to accumulators), so the
@@ -39,6 +40,9 @@ struct CollOp {
   ReduceOp op = ReduceOp::sum;
   std::uint32_t root = 0;
   SparseArgs sparse;
+  // compressed_allreduce: tensor, grad (send), out (recv), n (count), k, compression, seed; the
+  // algorithm writes its word counts back.
+  algo::CompressedCall compressed;
   // Non-empty when this rank's arguments are invalid: the collective thread tells the other
   // ranks (so they fail this collective too, instead of waiting) and fails it with this text.
   std::string invalid;

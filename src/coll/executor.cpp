@@ -119,6 +119,10 @@ void Executor::run() {
     messages_received_.fetch_add(peers_.messages_received(), std::memory_order_relaxed);
     std::shared_ptr<detail::RequestState> request = std::move(op->request);
     request->stats = OpStats{peers_.bytes_sent(), peers_.bytes_received(), 0, 0, op->algo};
+    if (op->kind == CollKind::compressed_allreduce) {
+      request->stats.payload_words_sent = op->compressed.payload_words;
+      request->stats.control_words_sent = op->compressed.control_words;
+    }
     request->status = status;
     op->busy.store(0, std::memory_order_release);
     op->busy.notify_all();
@@ -136,6 +140,7 @@ Status Executor::execute(CollOp& op) {
     case CollKind::allgather: kind = "allgather"; break;
     case CollKind::reduce_scatter: kind = "reduce_scatter"; break;
     case CollKind::sparse_allreduce: kind = "allreduce_sparse"; break;
+    case CollKind::compressed_allreduce: kind = "allreduce_compressed"; break;
   }
   // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
   const std::string algo = op.kind == CollKind::broadcast ? "binomial tree" : std::string(algorithm_name(op.algo));
@@ -167,6 +172,9 @@ Status Executor::execute(CollOp& op) {
     case CollKind::sparse_allreduce:
       return algo::sparse_allreduce(peers_, op.algo, op.sparse.entries, op.sparse.dim, op.dtype, op.op, op.sparse.result,
                                     scratch_);
+    case CollKind::compressed_allreduce:
+      if (op.compressed.c.algo == CompressionAlgo::oktopk) return algo::oktopk_allreduce(peers_, op.compressed, compress_scratch_);
+      return algo::topk_ef_allreduce(peers_, op.compressed, compress_scratch_, scratch_);
   }
   return Status(ErrorCode::unsupported, "this collective is not implemented on the collective thread");
 }

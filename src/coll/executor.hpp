@@ -56,6 +56,7 @@ class Executor {
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
   algo::Scratch scratch_;
+  algo::CompressScratch compress_scratch_;
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0};
   std::thread thread_;
 };

@@ -1,0 +1,310 @@
+// Ok-Topk sparse allreduce (Li & Hoefler, PPoPP'22; research notes §3.2), on coll::Peers.
+//
+//   0. acc = grad + residual (the residual buffer itself).
+//   1. local selection: |acc| >= th_l, th_l exact every tau calls and adapted in between
+//      (ThresholdEstimator); at most k entries, so the volume bound below holds on every call.
+//   2. every tau' calls, region boundaries: each rank proposes the P-1 indices that split its
+//      selected indices into P equal parts; the boundaries are the rank-order means, so every
+//      rank owns a region holding about the same number of selected entries.
+//   3. split and reduce: the selected entries of region j go to rank j, which sums them into a
+//      dense region accumulator in rank order.
+//   4. global selection: the owner keeps |sum| >= th_g. th_g is exact every tau calls (a
+//      distributed bisection over the float bits: the smallest threshold at which at most k
+//      entries survive over all regions), reused in between, raised within the call while more
+//      than k survive. Every call agrees on the per-region counts (and checks n and k).
+//   5. balance and allgather: the survivors, concatenated in region order (which is index
+//      order), are rebalanced into P equal slots and then allgathered.
+//   6. residual: entries this rank selected that survived globally are cleared; everything
+//      else (unselected, or selected but dropped by the global selection) stays, as in the
+//      paper's code.
+//
+// Volume per rank (words: an index or a value): step 3 sends at most 2k, step 5 at most
+// 2k(P-1)/P for the rebalancing and 2k(P-1)/P for the allgather in the worst case, so the
+// payload is below 6k words; counted in call.payload_words. Boundaries, counts and the
+// bisection are O(P) words per exchange (call.control_words).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "algo/compress/select_above.hpp"
+#include "algo/compressed.hpp"
+
+namespace sparcoll::algo {
+
+namespace {
+
+constexpr float kGlobalLower = 1.01f;  // th_g adaptation (LSTM setting of the paper's code)
+constexpr float kGlobalRaise = 1.03f;  // raise within a call while more than k survive
+constexpr int kGlobalRetries = 4;      // raises before an exact bisection
+
+Status mismatch(std::string what) { return Status(ErrorCode::mismatch, "oktopk: " + std::move(what)); }
+
+// Sends this rank's `words` u64 to every peer and gathers everyone's into counts[r * words ...].
+Status exchange_u64(coll::Peers& peers, std::uint32_t tag, const std::uint64_t* mine, std::size_t words,
+                    CompressScratch& s, CompressedCall& call) {
+  const std::uint32_t P = peers.size(), me = peers.rank();
+  s.counts.resize(std::size_t{P} * words);
+  std::memcpy(s.counts.data() + std::size_t{me} * words, mine, words * 8);
+  if (P == 1) return Status();
+  for (std::uint32_t p = 0; p < P; ++p) {
+    if (p == me) continue;
+    peers.send(p, tag, s.counts.data() + std::size_t{me} * words, words * 8);
+    peers.recv(p, tag, s.counts.data() + std::size_t{p} * words, words * 8);
+  }
+  call.control_words += std::uint64_t{P - 1} * words * 2;  // a u64 is two words
+  return peers.wait();
+}
+
+// The number of entries with |v| >= threshold over every rank's region (exchanged).
+Status global_count(coll::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len, float threshold,
+                    CompressScratch& s, CompressedCall& call, std::uint64_t* total) {
+  std::size_t c = 0;
+  if (Status st = compress::count_above(region, len, threshold, &c); !st.ok()) return st;
+  const std::uint64_t mine = c;
+  if (Status st = exchange_u64(peers, tag++, &mine, 1, s, call); !st.ok()) return st;
+  *total = 0;
+  for (std::uint64_t v : s.counts) *total += v;
+  return Status();
+}
+
+// Exact global threshold: the smallest positive float t with at most k entries |v| >= t over all
+// regions (so exactly the top-k, fewer only when entries tie at the k-th magnitude). Bisection
+// over the bit patterns of positive floats (ordered like the floats): 31 count exchanges.
+Status exact_global_threshold(coll::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len,
+                              std::size_t k, CompressScratch& s, CompressedCall& call, float* out) {
+  std::uint32_t lo = 1, hi = 0x7f800000u;  // denorm_min .. +inf
+  while (lo < hi) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    float t;
+    std::memcpy(&t, &mid, 4);
+    std::uint64_t total = 0;
+    if (Status st = global_count(peers, tag, region, len, t, s, call, &total); !st.ok()) return st;
+    if (total <= k)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  std::memcpy(out, &lo, 4);
+  return Status();
+}
+
+}  // namespace
+
+Status oktopk_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s) {
+  CompressedTensor& t = *call.tensor;
+  const std::uint32_t P = peers.size(), me = peers.rank();
+  const std::size_t n = call.n, k = call.k;
+  std::uint32_t tag = 0;
+  // Per-rank tables below live on the stack (no allocation per call).
+  if (P > 256) return Status(ErrorCode::unsupported, "oktopk: more than 256 ranks");
+
+  if (Status st = agree_call(peers, 1000, call, s); !st.ok()) return st;
+
+  // 0. accumulate.
+  float* acc = nullptr;
+  if (Status st = t.residual.accumulate(t.id, call.grad, n, &acc); !st.ok()) return st;
+
+  // 1. local selection, at most k entries (capacity k: the estimator raises, then falls back on
+  // the exact top-k, when more qualify).
+  if (t.local_k != k || t.local_tau != call.c.tau) {
+    compress::ThresholdEstimatorConfig cfg;
+    cfg.k = k;
+    cfg.recompute_every = call.c.tau;
+    cfg.band_low = 0.75;
+    cfg.band_high = 1.0;  // never above k: the capacity already enforces it
+    if (Status st = compress::ThresholdEstimator::create(cfg, &t.local); !st.ok()) return st;
+    t.local_k = k;
+    t.local_tau = call.c.tau;
+  }
+  t.sel_idx.resize(k);
+  t.sel_val.resize(k);
+  std::size_t sel = 0;
+  if (Status st = t.local.select(acc, n, t.sel_idx.data(), t.sel_val.data(), k, &sel, s.topk); !st.ok()) return st;
+  const std::uint32_t* idx = t.sel_idx.data();
+  const float* val = t.sel_val.data();
+
+  // 2. region boundaries, every tau' calls (and whenever P changed, i.e. the first call).
+  if (t.bounds.size() != std::size_t{P} + 1 || t.bounds_age >= call.c.tau_prime) {
+    std::uint64_t proposal[256];
+    for (std::uint32_t j = 1; j < P; ++j)
+      proposal[j - 1] = sel >= P ? idx[j * (sel / P)] : (n * j) / P;  // too few to split: equal widths
+    if (Status st = exchange_u64(peers, tag++, proposal, P - 1, s, call); !st.ok()) return st;
+    t.bounds.assign(std::size_t{P} + 1, 0);
+    t.bounds[P] = static_cast<std::uint32_t>(n);
+    for (std::uint32_t j = 1; j < P; ++j) {
+      std::uint64_t sum = 0;
+      for (std::uint32_t r = 0; r < P; ++r) sum += std::min<std::uint64_t>(s.counts[std::size_t{r} * (P - 1) + j - 1], n);
+      t.bounds[j] = std::max(t.bounds[j - 1], static_cast<std::uint32_t>(sum / P));
+    }
+    t.bounds_age = 0;
+  } else if (P > 1) {
+    ++tag;  // keep tags aligned with the ranks that repartition (they all do, on the same calls)
+  }
+  ++t.bounds_age;
+
+  // 3. split and reduce: region j's entries (a contiguous slice: indices are sorted) go to rank j.
+  s.rx_a.resize(P);
+  s.rx_b.resize(P);
+  const std::uint32_t tag_split = tag;
+  tag += 2;
+  std::size_t first_of[257];
+  for (std::uint32_t j = 0; j <= P; ++j)
+    first_of[j] = j == P ? sel : static_cast<std::size_t>(std::lower_bound(idx, idx + sel, t.bounds[j]) - idx);
+  for (std::uint32_t j = 0; j < P; ++j) {
+    if (j == me) continue;
+    const std::size_t c = first_of[j + 1] - first_of[j];
+    peers.send(j, tag_split, idx + first_of[j], c * 4);
+    peers.send(j, tag_split + 1, val + first_of[j], c * 4);
+    peers.recv_any(j, tag_split, &s.rx_a[j], k * 4);
+    peers.recv_any(j, tag_split + 1, &s.rx_b[j], k * 4);
+    call.payload_words += 2 * c;
+  }
+  if (P > 1)
+    if (Status st = peers.wait(); !st.ok()) return st;
+  const std::uint32_t rb = t.bounds[me], re = t.bounds[me + 1];
+  const std::size_t len = re - rb;
+  s.region.resize(len);
+  std::fill(s.region.begin(), s.region.end(), 0.0f);
+  float* region = s.region.data();
+  for (std::uint32_t p = 0; p < P; ++p) {  // rank order: the same sums on every run
+    const std::uint32_t* pi = idx + first_of[me];
+    const float* pv = val + first_of[me];
+    std::size_t c = first_of[me + 1] - first_of[me];
+    if (p != me) {
+      if (s.rx_a[p].size() != s.rx_b[p].size() || s.rx_a[p].size() % 4 != 0)
+        return mismatch("rank " + std::to_string(p) + " sent " + std::to_string(s.rx_a[p].size()) + " index bytes and " +
+                        std::to_string(s.rx_b[p].size()) + " value bytes for region " + std::to_string(me));
+      pi = reinterpret_cast<const std::uint32_t*>(s.rx_a[p].data());
+      pv = reinterpret_cast<const float*>(s.rx_b[p].data());
+      c = s.rx_a[p].size() / 4;
+    }
+    for (std::size_t i = 0; i < c; ++i) {
+      if (pi[i] < rb || pi[i] >= re)
+        return mismatch("rank " + std::to_string(p) + " sent index " + std::to_string(pi[i]) + " for region " +
+                        std::to_string(me) + " = [" + std::to_string(rb) + ", " + std::to_string(re) +
+                        ") (count, k or tau' differ across ranks?)");
+      region[pi[i] - rb] += pv[i];
+    }
+  }
+
+  // 4. global selection: at most k survivors over all regions; every rank agrees on n and k.
+  const bool exact = t.calls % call.c.tau == 0;
+  float th = t.global_threshold;
+  if (exact)
+    if (Status st = exact_global_threshold(peers, tag, region, len, k, s, call, &th); !st.ok()) return st;
+  std::uint64_t total = 0;
+  for (int attempt = 0;; ++attempt) {
+    std::size_t c = 0;
+    if (Status st = compress::count_above(region, len, th, &c); !st.ok()) return st;
+    const std::uint64_t mine[3] = {n, k, c};
+    if (Status st = exchange_u64(peers, tag++, mine, 3, s, call); !st.ok()) return st;
+    total = 0;
+    for (std::uint32_t r = 0; r < P; ++r) {
+      if (s.counts[3 * r] != n || s.counts[3 * r + 1] != k)
+        return mismatch("rank " + std::to_string(r) + " has count " + std::to_string(s.counts[3 * r]) + " and k " +
+                        std::to_string(s.counts[3 * r + 1]) + ", rank " + std::to_string(me) + " count " +
+                        std::to_string(n) + " and k " + std::to_string(k));
+      total += s.counts[3 * r + 2];
+    }
+    if (total <= k) break;
+    // The gradient moved faster than the adaptation: raise now, and give up on estimating
+    // after a few tries (every rank sees the same totals, so all take the same branch).
+    if (attempt < kGlobalRetries) {
+      th = std::min(th * kGlobalRaise, std::numeric_limits<float>::max());
+    } else if (Status st = exact_global_threshold(peers, tag, region, len, k, s, call, &th); !st.ok()) {
+      return st;
+    }
+  }
+  call.global_selected = total;
+  // Adapt for the next call (the paper's band: lower when well below k).
+  t.global_threshold = total < (3 * k) / 4 ? std::max(th / kGlobalLower, std::numeric_limits<float>::denorm_min()) : th;
+
+  // Offsets of every region's survivors in the index-ordered concatenation.
+  std::size_t offset_of[257];
+  offset_of[0] = 0;
+  for (std::uint32_t r = 0; r < P; ++r) offset_of[r + 1] = offset_of[r] + s.counts[3 * r + 2];
+  const std::size_t mine_begin = offset_of[me], mine_count = offset_of[me + 1] - mine_begin;
+  t.g_idx.resize(std::max<std::size_t>(total, 1));
+  t.g_val.resize(std::max<std::size_t>(total, 1));
+  std::size_t got = 0;
+  if (Status st = compress::select_above(region, len, th, t.g_idx.data() + mine_begin, t.g_val.data() + mine_begin,
+                                         mine_count, &got);
+      !st.ok())
+    return st;
+  for (std::size_t i = 0; i < mine_count; ++i) t.g_idx[mine_begin + i] += rb;
+
+  // 5. balance: slot q = [chunk_begin(total, P, q), chunk_begin(total, P, q + 1)).
+  const std::uint32_t tag_bal = tag, tag_ag = tag + 2;
+  tag += 4;
+  if (P > 1) {
+    const std::size_t my_s = chunk_begin(total, P, me), my_e = chunk_begin(total, P, me + 1);
+    for (std::uint32_t q = 0; q < P; ++q) {
+      if (q == me) continue;
+      // What of my survivors falls into q's slot, and what of q's survivors falls into mine.
+      const std::size_t qs = chunk_begin(total, P, q), qe = chunk_begin(total, P, q + 1);
+      const std::size_t a = std::max(mine_begin, qs), b = std::min(mine_begin + mine_count, qe);
+      if (a < b) {
+        peers.send(q, tag_bal, t.g_idx.data() + a, (b - a) * 4);
+        peers.send(q, tag_bal + 1, t.g_val.data() + a, (b - a) * 4);
+        call.payload_words += 2 * (b - a);
+      }
+      const std::size_t c = std::max(offset_of[q], my_s), d = std::min(offset_of[q + 1], my_e);
+      if (c < d) {
+        peers.recv(q, tag_bal, t.g_idx.data() + c, (d - c) * 4);
+        peers.recv(q, tag_bal + 1, t.g_val.data() + c, (d - c) * 4);
+      }
+    }
+    if (Status st = peers.wait(); !st.ok()) return st;
+    // Allgather of the balanced slots.
+    for (std::uint32_t q = 0; q < P; ++q) {
+      if (q == me) continue;
+      const std::size_t qs = chunk_begin(total, P, q), qe = chunk_begin(total, P, q + 1);
+      if (my_e > my_s) {
+        peers.send(q, tag_ag, t.g_idx.data() + my_s, (my_e - my_s) * 4);
+        peers.send(q, tag_ag + 1, t.g_val.data() + my_s, (my_e - my_s) * 4);
+        call.payload_words += 2 * (my_e - my_s);
+      }
+      if (qe > qs) {
+        peers.recv(q, tag_ag, t.g_idx.data() + qs, (qe - qs) * 4);
+        peers.recv(q, tag_ag + 1, t.g_val.data() + qs, (qe - qs) * 4);
+      }
+    }
+    if (Status st = peers.wait(); !st.ok()) return st;
+  }
+  for (std::size_t i = 0; i < total; ++i)
+    if (t.g_idx[i] >= n || (i > 0 && t.g_idx[i] <= t.g_idx[i - 1]))
+      return Status(ErrorCode::protocol_error, "oktopk: the gathered survivors are not increasing indices below " +
+                                                   std::to_string(n) + " at position " + std::to_string(i));
+
+  // 6. residual: clear what this rank selected and what survived (a sorted intersection).
+  s.kept.clear();
+  s.kept.reserve(k);
+  for (std::size_t i = 0, j = 0; i < sel && j < total;) {
+    if (idx[i] < t.g_idx[j]) {
+      ++i;
+    } else if (t.g_idx[j] < idx[i]) {
+      ++j;
+    } else {
+      s.kept.push_back(idx[i]);
+      ++i;
+      ++j;
+    }
+  }
+  if (call.c.error_feedback) {
+    if (Status st = t.residual.keep_unsent(t.id, s.kept.data(), s.kept.size()); !st.ok()) return st;
+  } else {
+    t.residual.clear(t.id);
+  }
+
+  // 7. result (grad is no longer read: out may alias it).
+  std::fill(call.out, call.out + n, 0.0f);
+  const bool avg = call.c.op == ReduceOp::avg;
+  for (std::size_t i = 0; i < total; ++i)
+    call.out[t.g_idx[i]] = avg ? t.g_val[i] / static_cast<float>(P) : t.g_val[i];
+  ++t.calls;
+  return Status();
+}
+
+}  // namespace sparcoll::algo
