@@ -1,14 +1,13 @@
-// broadcast, allgather and reduce_scatter for the torch backend, one function each.
+// broadcast, allgather and reduce_scatter for the torch backend, one function each, on
+// sparcoll's native ibroadcast / iallgather / ireduce_scatter (the communicator's collective
+// thread).
 //
-// sparcoll's own ibroadcast / iallgather / ireduce_scatter are being added to
-// sparcoll::Communicator; until then each function here runs on iallreduce, exactly:
-//   broadcast  = sum of the root's words and zeros from everyone else,
-//   allgather  = sum of W slots, rank r filling only slot r,
-//   reduce_scatter = the full allreduce, of which each rank keeps its own chunk.
-// Data moves as i32 words: an integer sum with zeros returns every bit pattern unchanged (NaN
-// payloads, -0.0, int64, bool), so any torch dtype goes through, and blocks that are zero on
-// every rank still cost nothing. When the native calls land, each body becomes that call on the
-// same words (see docs/pytorch.md, "Where the native collectives plug in").
+// broadcast and allgather move bytes: the data travels as i32 words, which they copy without
+// looking at them, so every torch dtype (int64, bool, float64, NaN payloads, -0.0) arrives bit
+// for bit. The word count depends on the byte count only (ceil(bytes / 4)), so every rank passes
+// the same count whatever its buffer's address; a buffer whose size is not a multiple of 4 bytes
+// or whose address is not 4-byte aligned goes through a padded staging copy on this rank only.
+// reduce_scatter runs on the caller's buffers with the real dtype and op.
 #pragma once
 
 #include <cstddef>
@@ -30,10 +29,13 @@ struct Started {
 // `data` (bytes long) on `root` is copied into `data` on every rank.
 Started start_broadcast(sparcoll::Communicator& comm, void* data, std::size_t bytes, int root);
 
-// recv[r] (bytes long) receives rank r's `send` (bytes long); recv has size() entries.
+// recv[r] (bytes long) receives rank r's `send` (bytes long); recv has size() entries. When they
+// are consecutive slots of one buffer (recv[r] == recv[0] + r * bytes) the result lands there
+// directly, else in a staging buffer first.
 Started start_allgather(sparcoll::Communicator& comm, const void* send, std::size_t bytes, std::vector<void*> recv);
 
 // recv (count elements) receives chunk rank() of reduce(send over ranks); send is size() * count.
+// A recv inside send (a view of the input) reduces from a copy of send.
 Started start_reduce_scatter(sparcoll::Communicator& comm, const void* send, void* recv, std::size_t count,
                              sparcoll::DataType dtype, sparcoll::ReduceOp op);
 

@@ -47,9 +47,12 @@ void CompletionQueue::run() {
         request.wait();  // every request, even after a failure: buffers stay in use until done
       } catch (const sparcoll::Error& e) {
         std::string message = entry.what + e.what();
-        // Every argument of this rank passed its checks before the request was issued, so an
-        // invalid_argument here is a peer's abort ("rank N aborted op ..."): point there.
-        if (e.code() == sparcoll::ErrorCode::invalid_argument)
+        // A rank whose input failed the backend's checks joins the collective with a null
+        // buffer (ProcessGroupSparcoll::abort_peers) and sparcoll relays that rank's argument
+        // error here ("rank N aborted op K: ...sendbuf is null with count 1" on the block-sparse
+        // path, "rank N failed it: ...buffer is null with count 1" on the collective thread).
+        // The torch tensors passed the checks, so a null buffer can only be that abort.
+        if (message.find("is null with count 1") != std::string::npos)
           message += " (that rank's input failed the backend's checks; its own error names the problem)";
         if (!error) error = std::make_exception_ptr(std::runtime_error(message));
       } catch (const std::exception& e) {

@@ -111,6 +111,14 @@ at::Tensor nonzero_rows(const at::Tensor& dense, int64_t sparse_dim) {
   return at::sparse_coo_tensor(indices, values, dense.sizes())._coalesced_(true);
 }
 
+// `finish` holding a reference to `tensor`: the completion queue keeps a finish (run or not)
+// until the request is done, so the tensor's memory stays valid while sparcoll reads it.
+std::function<void()> keeping(const at::Tensor& tensor, std::function<void()> finish) {
+  return [tensor, finish = std::move(finish)] {
+    if (finish) finish();
+  };
+}
+
 [[noreturn]] void unsupported(const char* op) {
   TORCH_CHECK(false, "sparcoll: ", op,
               " is not supported by the sparcoll backend (it runs allreduce, broadcast, allgather, "
@@ -193,13 +201,18 @@ std::string ProcessGroupSparcoll::transport() const {
   return comm_ ? comm_->transport_name() : std::string("none (destroyed)");
 }
 
-void ProcessGroupSparcoll::abort_peers() {
-  // The peers are inside the same collective. An operation with a null buffer fails sparcoll's
-  // argument check and goes out as an abort, so they fail now with "rank N aborted" instead of
-  // waiting for SPARCOLL_DEADLINE_MS; the ranks also stay in step for the next collective.
+void ProcessGroupSparcoll::abort_peers(Sequence sequence) {
+  // The peers are inside the same collective. This rank joins it with a null buffer: sparcoll's
+  // own argument check fails it here and sends an abort, so the peers fail now ("rank N aborted
+  // op K" on the block-sparse path, "rank N failed it" on the collective thread) instead of
+  // waiting for SPARCOLL_DEADLINE_MS, and every rank stays in step for the next collective.
+  // The completion queue recognises the null buffer in the peers' message and points them here.
   try {
     std::vector<sparcoll::Request> requests;
-    requests.push_back(comm_->iallreduce(nullptr, nullptr, 1, sparcoll::DataType::f32, sparcoll::ReduceOp::sum));
+    if (sequence == Sequence::block_sparse)
+      requests.push_back(comm_->iallreduce(nullptr, nullptr, 1, sparcoll::DataType::f32, sparcoll::ReduceOp::sum));
+    else
+      requests.push_back(comm_->ibroadcast(nullptr, 1, sparcoll::DataType::i32, 0));
     completions_->push(std::move(requests), std::string(), nullptr);
   } catch (...) {
     // Broken communicator: the caller's own error is the one to report.
@@ -207,7 +220,8 @@ void ProcessGroupSparcoll::abort_peers() {
 }
 
 template <typename Prepare>
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::run(const char* op, c10d::OpType type, Prepare&& prepare) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::run(const char* op, c10d::OpType type, Sequence sequence,
+                                                         Prepare&& prepare) {
   std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(comm_ != nullptr, "sparcoll: ", op,
               " on a process group that was destroyed (torch.distributed.destroy_process_group); "
@@ -217,7 +231,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::run(const char* op, c10d::O
     issued = prepare();
   } catch (const c10::Error&) {
     // Bad input, found before anything was started (prepare validates first).
-    abort_peers();
+    abort_peers(sequence);
     throw;
   } catch (const sparcoll::Error& e) {
     throw std::runtime_error(std::string("sparcoll: ") + op + ": " + e.what());
@@ -247,13 +261,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::run(const char* op, c10d::O
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allreduce(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceOptions& opts) {
-  return run("allreduce", c10d::OpType::ALLREDUCE,
+  return run("allreduce", c10d::OpType::ALLREDUCE, Sequence::block_sparse,
              [&] { return issue_allreduce("allreduce", tensors, opts.reduceOp); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                          const c10d::AllreduceCoalescedOptions& opts) {
-  return run("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
+  return run("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, Sequence::block_sparse,
              [&] { return issue_allreduce("allreduce_coalesced", tensors, opts.reduceOp); });
 }
 
@@ -338,17 +352,45 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_sparse_allreduce(const 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::broadcast(std::vector<at::Tensor>& tensors,
                                                                const c10d::BroadcastOptions& opts) {
-  return run("broadcast", c10d::OpType::BROADCAST, [&] {
+  return run("broadcast", c10d::OpType::BROADCAST, Sequence::collective, [&] {
     TORCH_CHECK(!tensors.empty(), "sparcoll: broadcast: the tensor list is empty");
     TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "sparcoll: broadcast: root rank ", opts.rootRank,
                 " is not a rank of this group (0..", size_ - 1, ")");
     TORCH_CHECK(opts.rootTensor == 0, "sparcoll: broadcast: rootTensor ", opts.rootTensor,
                 " (one tensor per device) is not supported; every tensor of the list is broadcast from the root");
     for (std::size_t i = 0; i < tensors.size(); ++i) check_tensor("broadcast", tensor_name(i), tensors[i]);
+    const int root = static_cast<int>(opts.rootRank);
     Issued issued;
     issued.outputs = tensors;
-    for (at::Tensor& t : tensors)
-      issued.ops.push_back(start_broadcast(*comm_, t.data_ptr(), t.nbytes(), static_cast<int>(opts.rootRank)));
+    if (tensors.size() == 1) {
+      issued.ops.push_back(start_broadcast(*comm_, tensors[0].data_ptr(), tensors[0].nbytes(), root));
+      return issued;
+    }
+    // Several tensors go out as one collective (their bytes back to back), so a call is always
+    // one sparcoll operation and a rank whose input failed the checks aborts exactly that one.
+    std::int64_t total = 0;
+    for (const at::Tensor& t : tensors) total += static_cast<std::int64_t>(t.nbytes());
+    at::Tensor flat = at::empty({total}, at::TensorOptions().dtype(at::kByte));
+    auto bytes_of = [](const at::Tensor& t) { return t.reshape({-1}).view(at::kByte); };
+    if (rank_ == root) {
+      std::int64_t offset = 0;
+      for (const at::Tensor& t : tensors) {
+        flat.narrow(0, offset, static_cast<std::int64_t>(t.nbytes())).copy_(bytes_of(t));
+        offset += static_cast<std::int64_t>(t.nbytes());
+      }
+    }
+    Started s = start_broadcast(*comm_, flat.data_ptr(), static_cast<std::size_t>(total), root);
+    std::function<void()> staged = std::move(s.finish);
+    s.finish = [flat, tensors, staged, copy_out = rank_ != root, bytes_of] {
+      if (staged) staged();
+      if (!copy_out) return;
+      std::int64_t offset = 0;
+      for (const at::Tensor& t : tensors) {
+        bytes_of(t).copy_(flat.narrow(0, offset, static_cast<std::int64_t>(t.nbytes())));
+        offset += static_cast<std::int64_t>(t.nbytes());
+      }
+    };
+    issued.ops.push_back(std::move(s));
     return issued;
   });
 }
@@ -358,7 +400,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::broadcast(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                                std::vector<at::Tensor>& inputs,
                                                                const c10d::AllgatherOptions&) {
-  return run("allgather", c10d::OpType::ALLGATHER, [&] {
+  return run("allgather", c10d::OpType::ALLGATHER, Sequence::collective, [&] {
     TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1, "sparcoll: allgather: takes one input tensor and one "
                 "output list per call (got ", inputs.size(), " and ", outputs.size(), ")");
     check_tensor("allgather", "the input tensor", inputs[0]);
@@ -378,7 +420,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allgather(std::vector<std::
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                      const c10d::AllgatherOptions&) {
-  return run("_allgather_base", c10d::OpType::_ALLGATHER_BASE, [&] {
+  return run("_allgather_base", c10d::OpType::_ALLGATHER_BASE, Sequence::collective, [&] {
     check_tensor("_allgather_base", "the input tensor", input);
     check_tensor("_allgather_base", "the output tensor", output);
     check_same_shape_and_dtype("_allgather_base", "the output tensor", output, input, input.numel() * size_);
@@ -393,9 +435,7 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_allgather(const at::Ten
   Issued issued;
   issued.outputs = std::move(outputs);
   Started s = start_allgather(*comm_, input.data_ptr(), input.nbytes(), std::move(recv));
-  // The input must outlive the copy into staging only, but keep it with the outputs anyway:
-  // start_allgather may read it asynchronously once it is sparcoll's native iallgather.
-  issued.outputs.push_back(input);
+  s.finish = keeping(input, std::move(s.finish));  // sparcoll's iallgather reads it until done
   issued.ops.push_back(std::move(s));
   return issued;
 }
@@ -405,7 +445,7 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_allgather(const at::Ten
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                     std::vector<std::vector<at::Tensor>>& inputs,
                                                                     const c10d::ReduceScatterOptions& opts) {
-  return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, [&] {
+  return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, Sequence::collective, [&] {
     TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1, "sparcoll: reduce_scatter: takes one output tensor and "
                 "one input list per call (got ", outputs.size(), " and ", inputs.size(), ")");
     const char* op = "reduce_scatter";
@@ -427,7 +467,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce_scatter(std::vector<
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                           const c10d::ReduceScatterOptions& opts) {
-  return run("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, [&] {
+  return run("_reduce_scatter_base", c10d::OpType::_REDUCE_SCATTER_BASE, Sequence::collective, [&] {
     const char* op = "_reduce_scatter_base";
     check_tensor(op, "the output tensor", output);
     check_tensor(op, "the input tensor", input);
@@ -442,16 +482,18 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_reduce_scatter(const at
                                                                         sparcoll::DataType dtype,
                                                                         sparcoll::ReduceOp code) {
   Issued issued;
-  issued.outputs = {output, input};  // input: read asynchronously by a native ireduce_scatter
-  issued.ops.push_back(start_reduce_scatter(*comm_, input.data_ptr(), output.data_ptr(),
-                                            static_cast<std::size_t>(output.numel()), dtype, code));
+  issued.outputs = {output};
+  Started s = start_reduce_scatter(*comm_, input.data_ptr(), output.data_ptr(),
+                                   static_cast<std::size_t>(output.numel()), dtype, code);
+  s.finish = keeping(input, std::move(s.finish));  // sparcoll's ireduce_scatter reads it until done
+  issued.ops.push_back(std::move(s));
   return issued;
 }
 
 // --- barrier ---------------------------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::barrier(const c10d::BarrierOptions&) {
-  return run("barrier", c10d::OpType::BARRIER, [&] {
+  return run("barrier", c10d::OpType::BARRIER, Sequence::block_sparse, [&] {
     // Asynchronous like every other Work: an allreduce cannot complete before every rank joined it.
     auto token = std::make_shared<std::int32_t>(1);
     Issued issued;

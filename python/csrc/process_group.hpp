@@ -78,16 +78,19 @@ class ProcessGroupSparcoll final : public c10d::ProcessGroup {
     std::vector<Started> ops;
     std::vector<at::Tensor> outputs;
   };
+  // sparcoll keeps two sequences of collectives: block-sparse allreduce on the progress threads,
+  // everything else (broadcast, allgather, reduce_scatter, the other allreduce algorithms) on the
+  // collective thread. A rank whose input fails the checks aborts the same one its peers joined.
+  enum class Sequence { block_sparse, collective };
   template <typename Prepare>
-  c10::intrusive_ptr<c10d::Work> run(const char* op, c10d::OpType type, Prepare&& prepare);
+  c10::intrusive_ptr<c10d::Work> run(const char* op, c10d::OpType type, Sequence sequence, Prepare&& prepare);
   Issued issue_allreduce(const char* op, std::vector<at::Tensor>& tensors, const c10d::ReduceOp& reduce_op);
   Issued issue_sparse_allreduce(const char* op, at::Tensor& tensor, sparcoll::ReduceOp op_code);
-  // The broadcast / allgather / reduce_scatter / sparse plug-in points are byte_collectives.cpp
-  // and issue_sparse_allreduce; these two only start them and keep the tensors alive.
+  // Start byte_collectives.cpp's native calls and keep the tensors alive until they finished.
   Issued issue_allgather(const at::Tensor& input, std::vector<void*> recv, std::vector<at::Tensor> outputs);
   Issued issue_reduce_scatter(const at::Tensor& input, at::Tensor output, sparcoll::DataType dtype,
                               sparcoll::ReduceOp op);
-  void abort_peers();
+  void abort_peers(Sequence sequence);
 
   mutable std::mutex mutex_;  // sparcoll::Communicator is used from one thread at a time
   std::unique_ptr<sparcoll::Communicator> comm_;  // null after shutdown()

@@ -15,13 +15,13 @@ failures = []
 
 
 def expect(case, fragment, call, rank=None):
-    """`call` must raise a RuntimeError containing `fragment`."""
+    """`call` must raise a RuntimeError containing `fragment` (or one of a tuple of them)."""
     rank = dist.get_rank() if rank is None else rank
     try:
         call()
     except RuntimeError as e:
         first = str(e).splitlines()[0]
-        if fragment in str(e):
+        if any(f in str(e) for f in (fragment if isinstance(fragment, tuple) else (fragment,))):
             print(f"rank {rank}: {case}: ok: {first}", flush=True)
         else:
             failures.append(f"{case}: expected '{fragment}', got: {first}")
@@ -34,6 +34,10 @@ def still_works(case):
     dist.all_reduce(t)
     if t[0].item() != dist.get_world_size():
         failures.append(f"{case}: the group gave {t[0].item()} afterwards, not {dist.get_world_size()}")
+    b = torch.full((3,), float(dist.get_rank() + 1))  # the collective thread's sequence too
+    dist.broadcast(b, 0)
+    if b[0].item() != 1.0:
+        failures.append(f"{case}: broadcast gave {b[0].item()} afterwards, not 1.0")
 
 
 def main():
@@ -73,6 +77,20 @@ def main():
         # Bad input on one rank only: that rank's own message, an abort on the others.
         ("bad dtype on rank 1 only", "has dtype torch.float64" if rank == 1 else "aborted",
          lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64 if rank == 1 else torch.float32))),
+        # The same on the collective thread (broadcast, allgather, reduce_scatter run there).
+        # The bad rank is the root: a root with good input may finish sending before a
+        # receiver's abort arrives (it then returns normally), a receiver always waits for it.
+        ("non-contiguous broadcast on the root only",
+         "is not contiguous" if rank == 1 else "that rank's input failed the backend's checks",
+         lambda: dist.broadcast(torch.ones(4, 6)[:, 1] if rank == 1 else torch.ones(4), 1)),
+        ("reduce_scatter dtype on rank 0 only",
+         "has dtype torch.float64" if rank == 0 else "that rank's input failed the backend's checks",
+         lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.float64 if rank == 0 else torch.float32),
+                                     [torch.ones(2, dtype=torch.float64 if rank == 0 else torch.float32)
+                                      for _ in range(world)])),
+        # Each rank sees the other's size first or the other's abort first, whichever comes.
+        ("mismatched allgather sizes", ("differ across ranks", "failed it"),
+         lambda: dist.all_gather([torch.empty(10 + 30 * rank) for _ in range(world)], torch.ones(10 + 30 * rank))),
     ]
     for case, fragment, call in cases:
         expect(case, fragment, call)

@@ -1,0 +1,116 @@
+"""broadcast, all_gather and reduce_scatter on sparcoll's native collectives, bit for bit.
+
+Run by run_torchrun.py with 2 ranks (works with any number). Covers every dtype torch moves as
+bytes (int64, bool, float64 with NaN payloads and -0.0, odd-sized uint8 and float16 that take
+the padded staging path), one call with several tensors, the direct and the staged allgather,
+in-place _all_gather_base, and reduce_scatter with each op. Exits 1 listing what differed.
+"""
+import sys
+
+import torch
+import torch.distributed as dist
+
+import sparcoll_torch  # noqa: F401  (registers the backend)
+
+failures = []
+
+
+def same_bits(a, b):
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+
+
+def check(case, got, want):
+    if not same_bits(got, want):
+        failures.append(f"{case}: got {got.reshape(-1)[:8].tolist()}, expected {want.reshape(-1)[:8].tolist()}")
+    else:
+        print(f"rank {dist.get_rank()}: {case}: ok", flush=True)
+
+
+def payload(rank, dtype, n):
+    """Values that differ per rank and per dtype, with awkward bit patterns in the floats."""
+    g = torch.Generator().manual_seed(1000 + rank)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, (n,), generator=g).bool()
+    if dtype.is_floating_point:
+        t = torch.randn(n, generator=g, dtype=torch.float32).to(dtype)
+        if n >= 3:
+            t[0] = -0.0
+            t[1] = float("nan")
+            t[2] = float("inf")
+        return t
+    return torch.randint(-2**31 if dtype == torch.int64 else 0, 2**31 - 1 if dtype == torch.int64 else 255,
+                         (n,), generator=g).to(dtype)
+
+
+def main():
+    dist.init_process_group("sparcoll")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    pg = dist.distributed_c10d._get_default_group()
+    kinds = [(torch.float32, 1000), (torch.int64, 37), (torch.bool, 13), (torch.float64, 9),
+             (torch.uint8, 7), (torch.float16, 5), (torch.bfloat16, 64), (torch.int32, 0)]
+
+    for root in range(world):
+        for dtype, n in kinds:
+            t = payload(rank, dtype, n)
+            dist.broadcast(t, root)
+            check(f"broadcast {dtype} x {n} from {root}", t, payload(root, dtype, n))
+    # Several tensors in one call: one collective, every tensor filled from the root's.
+    several = [payload(rank, d, n) for d, n in kinds]
+    opts = dist.BroadcastOptions()
+    opts.rootRank = 1 % world
+    pg.broadcast(several, opts).wait()
+    for (d, n), t in zip(kinds, several):
+        check(f"broadcast list {d} x {n}", t, payload(1 % world, d, n))
+    # A slice that is not 4-byte aligned (staged on this rank only).
+    base = payload(rank, torch.uint8, 12)
+    view = base[1:9]
+    dist.broadcast(view, 0)
+    check("broadcast unaligned uint8 view", view, payload(0, torch.uint8, 12)[1:9])
+    check("broadcast unaligned uint8 view, bytes around it", base[9:], payload(rank, torch.uint8, 12)[9:])
+
+    for dtype, n in kinds:
+        outs = [torch.empty(n, dtype=dtype) for _ in range(world)]
+        dist.all_gather(outs, payload(rank, dtype, n))
+        for r in range(world):
+            check(f"all_gather {dtype} x {n} slot {r}", outs[r], payload(r, dtype, n))
+        flat = torch.empty(world * n, dtype=dtype)
+        dist._all_gather_base(flat, payload(rank, dtype, n))
+        check(f"_all_gather_base {dtype} x {n}", flat, torch.cat([payload(r, dtype, n) for r in range(world)]))
+    # In place: the input is this rank's slot of the output.
+    flat = torch.zeros(world * 100)
+    flat[rank * 100:(rank + 1) * 100] = payload(rank, torch.float32, 100)
+    dist._all_gather_base(flat, flat[rank * 100:(rank + 1) * 100])
+    check("_all_gather_base in place", flat, torch.cat([payload(r, torch.float32, 100) for r in range(world)]))
+
+    for op, fold in [(dist.ReduceOp.SUM, lambda xs: sum(xs)), (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0)[0]),
+                     (dist.ReduceOp.MIN, lambda xs: torch.stack(xs).min(0)[0])]:
+        n = 50
+        ins = [torch.arange(n, dtype=torch.int32) * (rank + 1) + 1000 * c for c in range(world)]
+        out = torch.empty(n, dtype=torch.int32)
+        dist.reduce_scatter(out, ins, op=op)
+        want = fold([torch.arange(n, dtype=torch.int32) * (r + 1) + 1000 * rank for r in range(world)])
+        check(f"reduce_scatter int32 {op}", out, want.to(torch.int32))
+    n = 64
+    inp = torch.cat([torch.full((n,), float(rank + 1) * (c + 1)) for c in range(world)])
+    out = torch.empty(n)
+    dist._reduce_scatter_base(out, inp)
+    check("_reduce_scatter_base f32 sum", out, torch.full((n,), float(sum(r + 1 for r in range(world)) * (rank + 1))))
+    # The output a view of the input (reduced from a copy).
+    inp = torch.cat([torch.full((n,), float(rank + 1) * (c + 1)) for c in range(world)])
+    out = inp[rank * n:(rank + 1) * n]
+    dist._reduce_scatter_base(out, inp)
+    check("_reduce_scatter_base output inside input", out,
+          torch.full((n,), float(sum(r + 1 for r in range(world)) * (rank + 1))))
+
+    dist.destroy_process_group()
+    for f in failures:
+        print(f"rank {rank}: FAILED {f}", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
