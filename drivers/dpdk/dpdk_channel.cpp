@@ -276,7 +276,7 @@ rte_mbuf* DpdkChannel::build_chain(Peer& p, std::uint64_t seq, const struct iove
       last_ext = false;
     }
   }
-  if (!any || segments > kMaxSegments) {
+  if (!any || segments > setup_.max_segments) {
     *copy_instead = true;
     return nullptr;
   }

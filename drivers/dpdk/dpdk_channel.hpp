@@ -67,9 +67,10 @@ inline constexpr std::uint32_t kBurst = 32;
 inline constexpr std::uint32_t kRingSize = 512;    // software steering ring per channel
 inline constexpr std::uint32_t kMaxDeliver = 256;  // messages handed out by one poll()
 // Zero-copy: smaller iov parts are copied into the header mbuf (a segment costs more than
-// copying them), and a frame has at most kMaxSegments segments (else it is copied whole).
+// copying them), and a frame has at most kMaxSegments segments (else it is copied whole): the
+// header and a window of 8 scattered blocks (SPARCOLL_FUSION) fit; a device may allow fewer.
 inline constexpr std::size_t kZeroCopyMin = 256;
-inline constexpr std::uint16_t kMaxSegments = 8;
+inline constexpr std::uint16_t kMaxSegments = 16;
 
 // A (port, queue) the channel polls. peer_pos >= 0: a memif port that only talks to that peer.
 struct RxSource {
@@ -117,6 +118,7 @@ struct ChannelSetup {
   // transmits on takes multi-segment frames (RTE_ETH_TX_OFFLOAD_MULTI_SEGS), and the driver
   // accepted the memory (register_memory). False: such sends copy.
   bool zero_copy = false;
+  std::uint16_t max_segments = kMaxSegments;  // per frame (a device's nb_mtu_seg_max may be lower)
   std::vector<RxSource> rx;
   std::vector<TxTarget> targets;
   std::vector<PeerSetup> peers;

@@ -663,6 +663,8 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
     cs.pool = core_->pools[c];
     cs.ext_pool = core_->ext_pools[c];
     cs.zero_copy = zero_copy_ != ZeroCopy::none;
+    if (!core_->memif && shared.max_tx_segments > 1)
+      cs.max_segments = std::min<std::uint16_t>(kMaxSegments, shared.max_tx_segments);
     cs.rings = core_->rings;
     if (core_->memif) {
       for (std::size_t i = 0; i < ctx.peers.size(); ++i) {

@@ -254,6 +254,7 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
   if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) {
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
     out->multi_seg_tx = true;
+    out->max_tx_segments = info.tx_desc_lim.nb_mtu_seg_max;
   }
   if (int rc = rte_eth_dev_configure(port.id, rxq, txq, &conf); rc != 0)
     return Status(ErrorCode::system_error, "dpdk: configuring port " + name + " with " + std::to_string(rxq) + " rx / " +

@@ -61,6 +61,7 @@ struct SharedPortSetup {
   bool udp_checksum_offload = false;
   bool rx_checksum_offload = false;
   bool multi_seg_tx = false;        // RTE_ETH_TX_OFFLOAD_MULTI_SEGS offered (and enabled)
+  std::uint16_t max_tx_segments = 0;  // segments per frame the device takes (0: no limit given)
   std::string steering;             // for the log: "rte_flow", "rss", "single queue"
 };
 // Configures and starts the shared port: `channels` tx queues (one per channel), one rx queue

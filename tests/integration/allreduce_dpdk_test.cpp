@@ -75,6 +75,22 @@ TEST_F(AllreduceDpdk, DropEveryThirdFrameWithDedicatedAggregators) {
       {"SPARCOLL_DPDK_DROP_EVERY=3"});
 }
 
+// Registered send buffers go out in place (frames chained to the user's bytes; the channel logs
+// its first one at info level), with every 7th data frame dropped so retransmissions read the
+// user memory again. sparcoll-check deregisters and frees each send buffer right after wait()
+// (the 400 KB ones are unmapped): a frame still reading one would crash or corrupt the results.
+TEST_F(AllreduceDpdk, ZeroCopyFromRegisteredBuffersWithDrops) {
+  const std::vector<std::string> args = {"--register", "--sizes", "257,100003", "--dtypes", "f32,bf16", "--ops",
+                                         "sum",        "--densities", "0.01,1", "--patterns", "random,disjoint",
+                                         "--traffic"};
+  const auto r = run(3, 0, args, {"SPARCOLL_LOG_LEVEL=info", "SPARCOLL_DPDK_DROP_EVERY=7"});
+  EXPECT_NE(r.err.find("zero-copy sends from registered user memory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("zero-copy is off"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find(" retransmitted=0 "), std::string::npos) << "no frame was resent:\n" << r.out;
+  // Dedicated aggregators: every block crosses the wire.
+  run(2, 2, args, {"SPARCOLL_DPDK_DROP_EVERY=7"});
+}
+
 // Multi-host simulation: one network namespace per process, af_packet on its veth, a bridge
 // between them; --loss drops that share of every host's frames at random.
 class AllreduceDpdkNetns : public ::testing::Test {
