@@ -114,11 +114,13 @@ class AllreduceDpdkNetns : public ::testing::Test {
     up_ = true;
   }
 
-  LaunchResult run(int ranks, int aggregators, const std::vector<std::string>& args) {
+  LaunchResult run(int ranks, int aggregators, const std::vector<std::string>& args,
+                   const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {source_path("scripts/netns-run"), "-n", std::to_string(ranks), "--aggregators",
                                      std::to_string(aggregators), "--transport", "dpdk", "--prefix", prefix_,
-                                     "--build", SPARCOLL_BUILD_DIR, "--timeout", "240", "--",
-                                     build_path("tests/integration/sparcoll-check")};
+                                     "--build", SPARCOLL_BUILD_DIR, "--timeout", "240"};
+    for (const std::string& kv : env) argv.insert(argv.end(), {"--env", kv});
+    argv.insert(argv.end(), {"--", build_path("tests/integration/sparcoll-check")});
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = run_program(argv, {}, std::chrono::seconds(300));
     EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
@@ -146,6 +148,17 @@ TEST_F(AllreduceDpdkNetns, ThreeRanksAndADedicatedAggregatorAfPacket) {
 TEST_F(AllreduceDpdkNetns, OnePercentLossStillExact) {
   cluster(3, "1");
   run(3, 0, kNetnsMatrix);
+}
+
+// Zero-copy in port mode: af_packet copies every segment of a chained frame into its tx ring;
+// with 1% random loss, retransmissions read the registered buffers again.
+TEST_F(AllreduceDpdkNetns, ZeroCopyAfPacketWithLoss) {
+  cluster(2, "1");
+  const auto r = run(2, 0, {"--register", "--sizes", "257,100003", "--dtypes", "f32,i32", "--ops", "sum", "--densities",
+                            "0.01,1", "--patterns", "random", "--traffic"},
+                     {"SPARCOLL_LOG_LEVEL=info"});
+  EXPECT_NE((r.out + r.err).find("zero-copy sends from registered user memory"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ((r.out + r.err).find("zero-copy is off"), std::string::npos) << r.out << r.err;
 }
 
 TEST_F(AllreduceDpdkNetns, FivePercentLossStillExact) {
