@@ -11,6 +11,15 @@
 // once (progress, acks, credits): the pattern of the engine's progress loop.
 // --lockstep: one thread drives both ends in turn (32 sends, a poll of each end): the CPU cost of
 // the transport per message, free of scheduling effects (one core's worth of work).
+// --register: zero-copy sends (Driver::register_memory, then send(…, UserMemory)): the sender
+// rotates over 4 registered buffers of up to 4096 messages each (32 MiB at most) and, before
+// reusing a buffer, waits for user_memory_released(): the engine's rule for a registered send
+// buffer (an op completes once the driver no longer reads it). Fails if the driver declines.
+// --register --hot: one registered message-sized buffer, never rewritten, sent over and over
+// (allowed: its bytes stay unchanged), released once at the end: the source stays in cache like
+// the copy path's single buffer and the raw tool's recycled mbufs, so the difference to the
+// copy path is the copy alone; the rotation above also pays for reading cold memory and for
+// draining the window before each reuse.
 // Prints one line: driver, message size, messages, seconds, GB/s (1e9 bytes), Mmsg/s; the
 // channels' packet counters and the number of refused sends go to stderr (packet drivers).
 #include <pthread.h>
@@ -18,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -150,19 +160,100 @@ Received receive_loop(transport::Channel& ch, const std::atomic<std::uint64_t>& 
   return r;
 }
 
+// Where the sender's messages come from: one buffer, copied by send(); or (--register) a
+// rotation over registered buffers sent in place.
+class Payloads {
+ public:
+  static constexpr std::size_t kBuffers = 4;
+
+  Payloads(std::uint32_t size, transport::Driver* registrar, bool hot) : size_(size) {
+    if (registrar == nullptr) {
+      buffers_.emplace_back(size, std::byte{0x5a});
+      per_buffer_ = 1;
+      return;
+    }
+    per_buffer_ = hot ? 1 : std::clamp<std::size_t>((std::size_t{32} << 20) / size, 16, 4096);
+    hot_ = hot;
+    for (std::size_t b = 0; b < (hot ? 1 : kBuffers); ++b) {
+      buffers_.emplace_back(per_buffer_ * size, std::byte{0x5a});
+      transport::UserMemory m;
+      if (!registrar->register_memory(buffers_[b].data(), buffers_[b].size(), &m))
+        fail("--register: driver " + std::string(registrar->name()) + " declined to register the send buffer (see its log)");
+      memory_.push_back(m);
+    }
+    dirty_.assign(buffers_.size(), false);
+  }
+  bool zero_copy() const { return !memory_.empty(); }
+
+  // Sends the next message; `progress` polls both ends while waiting for a buffer's release.
+  template <typename Progress>
+  transport::SendResult send(transport::Channel& ch, std::uint32_t peer, Progress&& progress) {
+    if (!zero_copy()) {
+      struct iovec iov = {buffers_[0].data(), size_};
+      return ch.send(peer, &iov, 1);
+    }
+    if (hot_) {
+      struct iovec iov = {buffers_[0].data(), size_};
+      return ch.send(peer, &iov, 1, memory_[0]);
+    }
+    if (slot_ == 0 && dirty_[buffer_]) {
+      ++waits_;
+      while (!ch.user_memory_released()) progress();
+      dirty_.assign(kBuffers, false);
+    }
+    struct iovec iov = {buffers_[buffer_].data() + slot_ * size_, size_};
+    const transport::SendResult r = ch.send(peer, &iov, 1, memory_[buffer_]);
+    if (r == transport::SendResult::ok) {
+      dirty_[buffer_] = true;
+      if (++slot_ == per_buffer_) {
+        slot_ = 0;
+        buffer_ = (buffer_ + 1) % kBuffers;
+      }
+    }
+    return r;
+  }
+  // Before the buffers go away: the driver may still read them (unacknowledged frames, which
+  // teardown would retransmit).
+  template <typename Progress>
+  void release(transport::Channel& ch, Progress&& progress) {
+    if (!zero_copy()) return;
+    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(10);
+    while (!ch.user_memory_released()) {
+      if (Clock::now() > give_up) fail("--register: the driver still reads the send buffers after 10 s");
+      progress();
+    }
+  }
+  std::string summary() const {
+    if (!zero_copy()) return "";
+    if (hot_) return ", zero-copy from one unchanging buffer (--hot)";
+    return ", zero-copy: waited for a release " + std::to_string(waits_) + " times (" + std::to_string(kBuffers) +
+           " buffers of " + std::to_string(per_buffer_) + " messages)";
+  }
+
+ private:
+  std::uint32_t size_;
+  std::size_t per_buffer_ = 1;
+  std::vector<std::vector<std::byte>> buffers_;
+  std::vector<transport::UserMemory> memory_;
+  std::vector<bool> dirty_;  // sent from since the last observed release
+  std::size_t buffer_ = 0, slot_ = 0;
+  std::uint64_t waits_ = 0;
+  bool hot_ = false;
+};
+
 // Sends for `seconds`; returns the messages sent.
-std::uint64_t send_loop(transport::Channel& ch, std::uint32_t peer, std::uint32_t size, double seconds, bool pin,
+std::uint64_t send_loop(transport::Channel& ch, std::uint32_t peer, Payloads& payloads, double seconds, bool pin,
                         std::uint64_t* refused_out) {
   if (pin) pin_to(1);
-  std::vector<std::byte> payload(size, std::byte{0x5a});
-  struct iovec iov = {payload.data(), payload.size()};
   std::uint64_t sent = 0, refused = 0;
   transport::ReceivedMessage none[1];
   const Clock::time_point end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   int since_poll = 0;
   for (std::uint32_t iter = 1;; ++iter) {
     if ((iter & 63) == 0 && Clock::now() >= end) break;
-    const transport::SendResult r = ch.send(peer, &iov, 1);
+    const transport::SendResult r = payloads.send(ch, peer, [&] {
+      if (ch.poll(none, 1) < 0) fail(ch.error().to_string());
+    });
     if (r == transport::SendResult::ok) {
       ++sent;
       if (++since_poll < kSendsPerPoll) continue;
@@ -192,11 +283,11 @@ int main(int argc, char** argv) {
   run.driver_name = "shm";
   double seconds = 3.0;
   int processes = 1;
-  bool pin = false, lockstep = false;
+  bool pin = false, lockstep = false, reg = false, hot = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--pin" || a == "--lockstep") {
-      (a == "--pin" ? pin : lockstep) = true;
+    if (a == "--pin" || a == "--lockstep" || a == "--register" || a == "--hot") {
+      (a == "--pin" ? pin : a == "--lockstep" ? lockstep : a == "--hot" ? hot : reg) = true;
       continue;
     }
     if (i + 1 >= argc) fail("missing value after " + a);
@@ -205,10 +296,11 @@ int main(int argc, char** argv) {
     else if (a == "--size") run.size = static_cast<std::uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
     else if (a == "--seconds") seconds = std::atof(v.c_str());
     else if (a == "--processes") processes = std::atoi(v.c_str());
-    else fail("unknown flag " + a + " (flags: --driver NAME --size BYTES --seconds S --processes 1|2 --pin --lockstep)");
+    else fail("unknown flag " + a + " (flags: --driver NAME --size BYTES --seconds S --processes 1|2 --pin --lockstep --register --hot)");
   }
   if (run.size < 8 || run.size > (64u << 20) || seconds <= 0) fail("--size must be in [8, 64 MiB] and --seconds > 0");
   if (processes != 1 && processes != 2) fail("--processes must be 1 or 2");
+  if (hot && !reg) fail("--hot is a way of --register");
   if (lockstep && processes != 1) fail("--lockstep runs both ends in one thread: not with --processes 2");
 
   run.procs.resize(2);
@@ -265,16 +357,18 @@ int main(int argc, char** argv) {
     if (!s.ok()) fail(s.to_string());
     transport::Channel& ch = driver->channel(0);
     std::uint64_t refused = 0;
-    const std::uint64_t sent = send_loop(ch, 1, run.size, seconds, pin, &refused);
+    Payloads payloads(run.size, reg ? driver.get() : nullptr, hot);
+    const std::uint64_t sent = send_loop(ch, 1, payloads, seconds, pin, &refused);
     // Everything acknowledged (packet drivers) or out of this process, then tell the receiver
     // how many to wait for.
     const Clock::time_point drain_until = Clock::now() + std::chrono::seconds(10);
     while (!ch.flushed() && Clock::now() < drain_until) {
     }
+    payloads.release(ch, [] {});
     if (!write_all(down[1], &sent, sizeof sent)) fail("the receiver process is gone");
     Received got;
     const bool have = read_all(up[0], &got, sizeof got);
-    print_counters("sender", ch.counters(), ", send() refused " + std::to_string(refused) + " times");
+    print_counters("sender", ch.counters(), ", send() refused " + std::to_string(refused) + " times" + payloads.summary());
     driver.reset();
     int status = 0;
     waitpid(child, &status, 0);
@@ -305,17 +399,22 @@ int main(int argc, char** argv) {
     if (pin) pin_to(1);
     transport::Channel& tx = drivers[0]->channel(0);
     transport::Channel& rx = drivers[1]->channel(0);
-    std::vector<std::byte> payload(run.size, std::byte{0x5a});
-    struct iovec iov = {payload.data(), payload.size()};
+    Payloads payloads(run.size, reg ? drivers[0].get() : nullptr, hot);
     transport::ReceivedMessage msgs[64], none[1];
     std::uint64_t sent = 0, refused = 0;
     Received got;
+    auto progress = [&] {
+      if (tx.poll(none, 1) < 0) fail(tx.error().to_string());
+      int n;
+      while ((n = rx.poll(msgs, 64)) > 0) got.messages += static_cast<std::uint64_t>(n);
+      if (n < 0) fail(rx.error().to_string());
+    };
     const Clock::time_point start = Clock::now();
     const Clock::time_point end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     for (std::uint32_t iter = 1;; ++iter) {
       if ((iter & 15) == 0 && Clock::now() >= end) break;
       for (int k = 0; k < kSendsPerPoll; ++k) {
-        const transport::SendResult r = tx.send(1, &iov, 1);
+        const transport::SendResult r = payloads.send(tx, 1, progress);
         if (r == transport::SendResult::error) fail(tx.error().to_string());
         if (r != transport::SendResult::ok) {
           ++refused;
@@ -336,7 +435,8 @@ int main(int argc, char** argv) {
     }
     got.first_ns = ns_of(start);
     got.last_ns = ns_of(Clock::now());
-    print_counters("sender", tx.counters(), ", send() refused " + std::to_string(refused) + " times");
+    payloads.release(tx, progress);
+    print_counters("sender", tx.counters(), ", send() refused " + std::to_string(refused) + " times" + payloads.summary());
     print_counters("receiver", rx.counters(), "");
     if (got.messages != sent) fail("sent " + std::to_string(sent) + " messages, " + std::to_string(got.messages) + " arrived");
     print_result(run, got);
@@ -348,7 +448,8 @@ int main(int argc, char** argv) {
   std::thread receiver([&] { got = receive_loop(drivers[1]->channel(0), target, pin); });
   transport::Channel& ch = drivers[0]->channel(0);
   std::uint64_t refused = 0;
-  const std::uint64_t sent = send_loop(ch, 1, run.size, seconds, pin, &refused);
+  Payloads payloads(run.size, reg ? drivers[0].get() : nullptr, hot);
+  const std::uint64_t sent = send_loop(ch, 1, payloads, seconds, pin, &refused);
   target.store(sent, std::memory_order_release);
   // Drain: the receiver counts what is still in flight (this side keeps retransmitting and
   // reading acks meanwhile).
@@ -359,8 +460,11 @@ int main(int argc, char** argv) {
     if (ch.flushed()) break;
     std::this_thread::yield();
   }
+  payloads.release(ch, [&] {
+    if (ch.poll(none, 1) < 0) fail(ch.error().to_string());
+  });
   receiver.join();
-  print_counters("sender", ch.counters(), ", send() refused " + std::to_string(refused) + " times");
+  print_counters("sender", ch.counters(), ", send() refused " + std::to_string(refused) + " times" + payloads.summary());
   print_counters("receiver", drivers[1]->channel(0).counters(), "");
   if (got.messages != sent) fail("sent " + std::to_string(sent) + " messages, " + std::to_string(got.messages) + " arrived");
   print_result(run, got);

@@ -9,7 +9,12 @@
 #      buffers), what the driver configures. Layouts:
 #        raw     two processes, receiver pinned to CPU 0, sender to CPU 1;
 #        drv-2p  the driver in the same layout (sparcoll-transport-bw --processes 2 --pin);
-#        drv-1p  both driver ends as two unpinned threads of one process (the old default).
+#        drv-1p  both driver ends as two unpinned threads of one process (the old default);
+#        drv-zc  drv-2p with zero-copy sends (sparcoll-transport-bw --register: the sender
+#                rotates over 4 registered buffers, 32 MiB each, and waits for
+#                user_memory_released() before reusing one; memif still copies once, like raw);
+#        drv-zh  drv-zc from one unchanging registered buffer (--register --hot): a source in
+#                cache, like the copy rows' single buffer and the raw tool's recycled mbufs.
 #   2. block-sparse allreduce, 2 ranks, 16 MiB fp32, over dpdk (memif), shm and tcp at 1%, 10%, 100%;
 #   3. the same over dpdk with 1% of the data frames dropped (SPARCOLL_DPDK_DROP_EVERY=100):
 #      the slowdown recovery costs.
@@ -42,7 +47,7 @@ frame=$((size + 104)); bsize=$(( (frame + 127) / 128 * 128 )); rsize=10
 echo "# goodput, memif pair, $size-byte messages ($frame-byte frames, raw UDP payload $((frame - 42))), bsize=$bsize rsize=$rsize, 3 s each, Gbit/s of payload"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-printf "%-5s %-16s %9s %9s %9s %8s %8s\n" round load raw drv-2p drv-1p ratio-2p ratio-1p
+printf "%-5s %-16s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n" round load raw drv-2p drv-1p drv-zc drv-zh ratio-2p ratio-1p ratio-zc ratio-zh
 for round in $(seq 1 "$repeat"); do
   l=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/')
   socket=/sparcoll-bench-$$-$round
@@ -55,13 +60,21 @@ for round in $(seq 1 "$repeat"); do
   raw=$(sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' "$tmp/raw" | head -1)
   d2=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin 2>"$tmp/d2" | awk '{print $10 * 8}')
   d1=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 2>"$tmp/d1" | awk '{print $10 * 8}')
-  awk -v r="$round" -v l="$l" -v a="${raw:-0}" -v b="${d2:-0}" -v c="${d1:-0}" \
-    'BEGIN { printf "%-5s %-16s %9.2f %9.2f %9.2f %7.2fx %7.2fx\n", r, l, a, b, c, (a > 0 ? b / a : 0), (a > 0 ? c / a : 0) }' |
+  dz=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin --register \
+    2>"$tmp/dz" | awk '{print $10 * 8}')
+  dh=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin --register --hot \
+    2>"$tmp/dh" | awk '{print $10 * 8}')
+  awk -v r="$round" -v l="$l" -v a="${raw:-0}" -v b="${d2:-0}" -v c="${d1:-0}" -v z="${dz:-0}" -v h="${dh:-0}" \
+    'BEGIN { printf "%-5s %-16s %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2fx %7.2fx\n", r, l, a, b, c, z, h,
+             (a > 0 ? b / a : 0), (a > 0 ? c / a : 0), (a > 0 ? z / a : 0), (a > 0 ? h / a : 0) }' |
     tee -a "$tmp/rows"
   grep -h "retransmitted" "$tmp/d2" | sed 's/^#/#   drv-2p/' || true
+  grep -h "retransmitted" "$tmp/dz" | sed 's/^#/#   drv-zc/' || true
 done
-sort -k6 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-2p/raw: " $6 }'
-sort -k7 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-1p/raw: " $7 }'
+sort -k8 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-2p/raw: " $8 }'
+sort -k9 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-1p/raw: " $9 }'
+sort -k10 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-zc/raw: " $10 }'
+sort -k11 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-zh/raw: " $11 }'
 [ "$goodput_only" = 1 ] && exit 0
 
 perf() {  # perf TRANSPORT DENSITY [ENV...]

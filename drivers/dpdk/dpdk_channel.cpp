@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/log.hpp"
 #include "transport/setup_util.hpp"
 
 namespace sparcoll::transport::dpdk {
@@ -13,6 +14,12 @@ constexpr std::uint32_t kFastRetransmitGap = 3;
 constexpr std::uint32_t kMaxBackoff = 8;
 constexpr std::uint32_t kMaxControlQueued = 2;  // control frames per peer waiting in a backlog
 constexpr int kRxRounds = 4;                    // bursts per source per poll
+
+// A retained frame may be a chain: rte_pktmbuf_free drops one reference of every segment, so a
+// reference to the frame is one on every segment.
+void ref_chain(rte_mbuf* m, std::int16_t delta) {
+  for (; m != nullptr; m = m->next) rte_mbuf_refcnt_update(m, delta);
+}
 
 std::uint16_t load_le16(const std::uint8_t* p) {
   std::uint16_t v;
@@ -236,6 +243,126 @@ rte_mbuf* DpdkChannel::build(Peer& p, FrameType type, std::uint64_t seq, const s
   return m;
 }
 
+void DpdkChannel::on_user_buffer_free(void* addr, void* opaque) {
+  (void)addr;
+  static_cast<std::atomic<std::uint64_t>*>(opaque)->fetch_sub(1, std::memory_order_release);
+}
+
+rte_mbuf* DpdkChannel::build_chain(Peer& p, std::uint64_t seq, const struct iovec* iov, int iovcnt, std::uint32_t len,
+                                   const UserMemory& user, bool* copy_instead) {
+  *copy_instead = false;
+  const auto user_begin = reinterpret_cast<std::uintptr_t>(user.base);
+  const std::uintptr_t user_end = user_begin + user.len;
+  auto in_place = [&](const struct iovec& v) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(v.iov_base);
+    return v.iov_len >= kZeroCopyMin && addr >= user_begin && v.iov_len <= user_end - addr && addr < user_end;
+  };
+  // Count the segments first: merging adjacent in-place parts, a copied part after an in-place
+  // one opens a new (copied) segment.
+  std::uint16_t segments = 1;
+  bool any = false;
+  bool last_ext = false;
+  std::uintptr_t ext_end = 0;
+  for (int i = 0; i < iovcnt; ++i) {
+    if (iov[i].iov_len == 0) continue;
+    const auto addr = reinterpret_cast<std::uintptr_t>(iov[i].iov_base);
+    if (in_place(iov[i])) {
+      any = true;
+      if (!(last_ext && ext_end == addr)) ++segments;
+      last_ext = true;
+      ext_end = addr + iov[i].iov_len;
+    } else {
+      if (last_ext) ++segments;
+      last_ext = false;
+    }
+  }
+  if (!any || segments > setup_.max_segments) {
+    *copy_instead = true;
+    return nullptr;
+  }
+  rte_mbuf* head = build(p, FrameType::data, seq, nullptr, 0, len);
+  if (head == nullptr) return nullptr;
+  // build() took the pending ack into this frame; a frame that is not sent must not lose it.
+  auto give_up = [&]() -> rte_mbuf* {
+    rte_pktmbuf_free(head);
+    p.ack_dirty = true;
+    p.ack_now = true;
+    return nullptr;
+  };
+  // build() appended room for the whole payload; the chain puts it in segments instead.
+  head->data_len = static_cast<std::uint16_t>(kHeadersLen);
+  head->pkt_len = kHeadersLen;
+  rte_mbuf* tail = head;
+  last_ext = false;
+  for (int i = 0; i < iovcnt; ++i) {
+    const std::size_t n = iov[i].iov_len;
+    if (n == 0) continue;
+    if (in_place(iov[i])) {
+      auto* from = static_cast<std::uint8_t*>(iov[i].iov_base);
+      if (last_ext && rte_pktmbuf_mtod_offset(tail, std::uint8_t*, tail->data_len) == from &&
+          tail->data_len + n <= tail->buf_len) {
+        tail->data_len = static_cast<std::uint16_t>(tail->data_len + n);
+        head->pkt_len += static_cast<std::uint32_t>(n);
+        continue;
+      }
+      rte_mbuf* e = rte_pktmbuf_alloc(setup_.ext_pool);
+      if (e == nullptr) {  // every attachable mbuf is retained: this frame copies
+        *copy_instead = true;
+        return give_up();
+      }
+      // The shared info lives in e's own data room, unused while e is attached elsewhere and
+      // valid until e itself returns to the pool (after the callback ran).
+      auto* shinfo = static_cast<rte_mbuf_ext_shared_info*>(e->buf_addr);
+      shinfo->free_cb = &DpdkChannel::on_user_buffer_free;
+      shinfo->fcb_opaque = &user_buffers_live_;
+      rte_mbuf_ext_refcnt_set(shinfo, 1);
+      const std::size_t room = std::min<std::size_t>(user_end - reinterpret_cast<std::uintptr_t>(from), 0xffff);
+      rte_pktmbuf_attach_extbuf(e, from, static_cast<rte_iova_t>(reinterpret_cast<std::uintptr_t>(from)),
+                                static_cast<std::uint16_t>(room), shinfo);
+      user_buffers_live_.fetch_add(1, std::memory_order_relaxed);
+      e->data_len = static_cast<std::uint16_t>(n);
+      tail->next = e;
+      tail = e;
+      ++head->nb_segs;
+      head->pkt_len += static_cast<std::uint32_t>(n);
+      last_ext = true;
+      continue;
+    }
+    if (last_ext) {
+      rte_mbuf* c = rte_pktmbuf_alloc(pool_);
+      if (c == nullptr) return give_up();
+      tail->next = c;
+      tail = c;
+      ++head->nb_segs;
+      last_ext = false;
+    }
+    if (rte_pktmbuf_tailroom(tail) < n) {  // cannot happen: a frame fits one mbuf
+      *copy_instead = true;
+      return give_up();
+    }
+    std::memcpy(rte_pktmbuf_mtod_offset(tail, std::uint8_t*, tail->data_len), iov[i].iov_base, n);
+    tail->data_len = static_cast<std::uint16_t>(tail->data_len + n);
+    head->pkt_len += static_cast<std::uint32_t>(n);
+  }
+  if (!zero_copy_logged_) {  // once per channel: shows zero-copy is on without logging per message
+    zero_copy_logged_ = true;
+    SC_LOG_INFO("dpdk channel %u: zero-copy sends from registered user memory to %s (%u segments)", index_,
+                p.label.c_str(), head->nb_segs);
+  }
+  return head;
+}
+
+bool DpdkChannel::user_memory_released() {
+  if (user_buffers_live_.load(std::memory_order_acquire) == 0) return true;
+  if (!error_.ok()) return false;
+  // Progress like flushed(): the caller may still hold the last poll's messages.
+  now_ = rte_rdtsc();
+  receive();
+  housekeeping();
+  flush_all();
+  return user_buffers_live_.load(std::memory_order_acquire) == 0;
+}
+
 bool DpdkChannel::push(Backlog& b, const TxEntry& entry) {
   if (b.dead || b.count == b.entries.size()) return false;
   // No modulo: the capacity is not a power of two, and a 64-bit division per frame was the
@@ -261,16 +388,25 @@ void DpdkChannel::transmit_data(Peer& p, std::uint64_t seq, bool at_timeout) {
     ++counters_.dropped_by_hook;
     return;
   }
-  rte_mbuf_refcnt_update(slot.m, 1);  // the device frees this reference once it sent the frame
+  ref_chain(slot.m, 1);  // the device frees this reference once it sent the frame
   const auto pos = static_cast<std::uint32_t>(pos_of_[p.index]);
   if (!push(*backlogs_[p.target], TxEntry{slot.m, seq, pos, FrameType::data})) {
-    rte_mbuf_refcnt_update(slot.m, -1);
+    ref_chain(slot.m, -1);
     return;  // the retransmission timer tries again
   }
   slot.queued = true;
 }
 
 SendResult DpdkChannel::send(std::uint32_t peer_index, const struct iovec* iov, int iovcnt) {
+  return send_message(peer_index, iov, iovcnt, nullptr);
+}
+
+SendResult DpdkChannel::send(std::uint32_t peer_index, const struct iovec* iov, int iovcnt, const UserMemory& user) {
+  return send_message(peer_index, iov, iovcnt, setup_.zero_copy && user.len != 0 ? &user : nullptr);
+}
+
+SendResult DpdkChannel::send_message(std::uint32_t peer_index, const struct iovec* iov, int iovcnt,
+                                     const UserMemory* user) {
   if (!error_.ok()) return SendResult::error;
   if (peer_index >= pos_of_.size() || pos_of_[peer_index] < 0) {
     fail(ErrorCode::invalid_argument, "send to process " + std::to_string(peer_index) + ", which is not a peer");
@@ -296,7 +432,10 @@ SendResult DpdkChannel::send(std::uint32_t peer_index, const struct iovec* iov, 
     flush(b);
     if (b.count == b.entries.size()) return SendResult::no_resource;
   }
-  rte_mbuf* m = build(p, FrameType::data, p.next_seq, iov, iovcnt, static_cast<std::uint32_t>(len));
+  rte_mbuf* m = nullptr;
+  bool copy = user == nullptr;
+  if (!copy) m = build_chain(p, p.next_seq, iov, iovcnt, static_cast<std::uint32_t>(len), *user, &copy);
+  if (copy) m = build(p, FrameType::data, p.next_seq, iov, iovcnt, static_cast<std::uint32_t>(len));
   if (m == nullptr) return SendResult::no_resource;
   // The clock once per burst: frames queued together leave together (at the latest when the
   // backlog reaches a burst or at the next poll), so they share a transmission time.

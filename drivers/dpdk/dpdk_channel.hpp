@@ -18,6 +18,15 @@
 //               transmitted after it arrived (RACK-style: links keep a flow in order). A peer
 //               that acknowledges nothing for `liveness_ms` while data is outstanding fails the
 //               channel, named.
+//   zero-copy   send(…, UserMemory): iov parts of at least kZeroCopyMin bytes inside the
+//               registered user memory are not copied: the frame is a chain, a header mbuf
+//               (headers + the small parts, copied) followed by mbufs attached to the user's
+//               bytes as external buffers (rte_pktmbuf_attach_extbuf). The device reads them when
+//               it transmits (memif and af_packet copy them into their rings); the chain is
+//               retained like any frame (every segment's refcount) and retransmissions read the
+//               user memory again. Each attached mbuf keeps its shared info in its own unused
+//               data room; its free callback counts it down, and user_memory_released() is true
+//               when no attached mbuf is alive (every such frame acknowledged and transmitted).
 //   closing     FIN (seq = data messages sent) / FIN_ACK ("I will not touch our link again");
 //               in a simultaneous close the lower process index answers, the higher one waits
 //               for the answer and then closes the link (see docs/dpdk.md).
@@ -30,6 +39,8 @@
 // Hot path: bursts of 32, no allocation, no lock, no syscall, no logging.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,6 +66,11 @@ constexpr std::uint32_t window_for(std::uint32_t peers) {
 inline constexpr std::uint32_t kBurst = 32;
 inline constexpr std::uint32_t kRingSize = 512;    // software steering ring per channel
 inline constexpr std::uint32_t kMaxDeliver = 256;  // messages handed out by one poll()
+// Zero-copy: smaller iov parts are copied into the header mbuf (a segment costs more than
+// copying them), and a frame has at most kMaxSegments segments (else it is copied whole): the
+// header and a window of 8 scattered blocks (SPARCOLL_FUSION) fit; a device may allow fewer.
+inline constexpr std::size_t kZeroCopyMin = 256;
+inline constexpr std::uint16_t kMaxSegments = 16;
 
 // A (port, queue) the channel polls. peer_pos >= 0: a memif port that only talks to that peer.
 struct RxSource {
@@ -98,10 +114,17 @@ struct ChannelSetup {
   bool ip_checksum_offload = false;
   bool udp_checksum_offload = false;
   bool rx_checksum_offload = false;
+  // send(…, UserMemory) may chain user memory as external buffers: every port this channel
+  // transmits on takes multi-segment frames (RTE_ETH_TX_OFFLOAD_MULTI_SEGS), and the driver
+  // accepted the memory (register_memory). False: such sends copy.
+  bool zero_copy = false;
+  std::uint16_t max_segments = kMaxSegments;  // per frame (a device's nb_mtu_seg_max may be lower)
   std::vector<RxSource> rx;
   std::vector<TxTarget> targets;
   std::vector<PeerSetup> peers;
   rte_mempool* pool = nullptr;
+  // Small mbufs (no data room to speak of) for attaching user memory; nullptr without zero-copy.
+  rte_mempool* ext_pool = nullptr;
   std::vector<rte_ring*> rings;  // every channel's steering ring, by channel index
 };
 
@@ -114,6 +137,10 @@ class DpdkChannel final : public Channel {
   using Channel::send;
   std::uint32_t max_message() const override { return max_message_; }
   SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) override;
+  SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory& user) override;
+  // True when no mbuf attached to user memory is alive (retained for retransmission, queued,
+  // or in a device). Progresses acks like flushed() when some are.
+  bool user_memory_released() override;
   int poll(ReceivedMessage* out, int max) override;
   // True when every message sent has been acknowledged (or never will be: the peer is gone).
   bool flushed() override;
@@ -163,6 +190,12 @@ class DpdkChannel final : public Channel {
   // Send path.
   void fill_ack(Peer& p, FrameHeader* h);
   rte_mbuf* build(Peer& p, FrameType type, std::uint64_t seq, const struct iovec* iov, int iovcnt, std::uint32_t len);
+  // The zero-copy frame (see above); nullptr when out of mbufs or beyond kMaxSegments (then
+  // *copy_instead is set and the caller builds a copied frame).
+  rte_mbuf* build_chain(Peer& p, std::uint64_t seq, const struct iovec* iov, int iovcnt, std::uint32_t len,
+                        const UserMemory& user, bool* copy_instead);
+  SendResult send_message(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory* user);
+  static void on_user_buffer_free(void* addr, void* opaque);
   void transmit_data(Peer& p, std::uint64_t seq, bool at_timeout);
   bool queue_control(Peer& p, FrameType type);
   void respond(Peer& p);
@@ -212,6 +245,10 @@ class DpdkChannel final : public Channel {
   std::uint64_t liveness_ = 0;
   ChannelCounters counters_;
   Status error_;
+  // Mbufs attached to user memory that are alive; counted down by on_user_buffer_free (which
+  // runs wherever the last reference is dropped: this thread, a device's tx path, teardown).
+  std::atomic<std::uint64_t> user_buffers_live_{0};
+  bool zero_copy_logged_ = false;
 };
 
 }  // namespace sparcoll::transport::dpdk

@@ -15,6 +15,14 @@
 // What is not through after 100 ms is handed to a background closer that finishes the
 // handshake (bounded by the liveness timeout), so a driver destroyed while its peers do not
 // poll neither blocks nor pulls a memif link away from under a reader.
+//
+// Zero-copy (register_memory, then send(…, UserMemory)): memif and the copying vdevs (af_packet,
+// tap, pcap) read an mbuf's bytes by virtual address while tx_burst runs, so any user memory
+// can be attached as an external buffer: register_memory accepts it as is. A DMA device (a PCI
+// NIC) must reach it: rte_extmem_register + rte_dev_dma_map of the covering pages (IOVA = VA
+// only); when that fails, or a port does not take multi-segment frames, register_memory
+// declines (sends copy) and says why once.
+#define ALLOW_EXPERIMENTAL_API 1  // rte_dev_dma_map / rte_dev_dma_unmap
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,7 +34,11 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
+
+#include <rte_dev.h>
+#include <rte_memory.h>
 
 #include "common/log.hpp"
 #include "control/store.hpp"
@@ -141,6 +153,8 @@ struct Core {
   bool complete = false;              // setup finished: teardown must be a handshake
   std::vector<PortHandle> ports;      // memif: one per peer position; port mode: one, shared
   std::vector<rte_mempool*> pools;    // by channel
+  std::vector<rte_mempool*> ext_pools;  // by channel: mbufs that attach user memory (zero-copy)
+  bool multi_seg = true;              // every port takes chained mbufs
   std::vector<rte_ring*> rings;       // by channel
   std::vector<std::unique_ptr<DpdkChannel>> channels;
 
@@ -153,9 +167,15 @@ struct Core {
       for (rte_ring* ring : rings) rte_ring_free(ring);
       if (!park)
         for (rte_mempool* pool : pools) rte_mempool_free(pool);
+      if (!park)
+        for (rte_mempool* pool : ext_pools) rte_mempool_free(pool);
     }
     // A stopped device port may still hold mbufs of these pools in its queues.
-    if (park) park_pools(ports[0].id, pools);
+    if (park) {
+      std::vector<rte_mempool*> all = pools;
+      all.insert(all.end(), ext_pools.begin(), ext_pools.end());
+      park_pools(ports[0].id, std::move(all));
+    }
   }
 
   void begin_close() {
@@ -265,6 +285,8 @@ class DpdkDriver final : public Driver {
 
   std::string_view name() const override { return "dpdk"; }
   Channel& channel(std::uint32_t index) override { return *core_->channels[index]; }
+  bool register_memory(const void* addr, std::size_t len, UserMemory* out) override;
+  void forget_memory(const void* addr, std::size_t len) override;
 
   Status setup(const DriverContext& ctx);
   DpdkChannel& dpdk_channel(std::uint32_t index) { return *core_->channels[index]; }
@@ -277,9 +299,94 @@ class DpdkDriver final : public Driver {
                           const SetupDeadline& deadline);
   Status create_memif_link(const DriverContext& ctx, const Identity& me, const Identity& them, std::size_t i);
 
+  bool map_for_dma(const void* addr, std::size_t len);
+  void decline_zero_copy(const std::string& why);
+
   std::unique_ptr<Core> core_;
   std::uint32_t linger_ms_ = 30000;
+  // Zero-copy: none (declined: zero_copy_off_ says why), copying (the device reads by virtual
+  // address at tx_burst) or dma (user pages are registered and mapped for the device).
+  enum class ZeroCopy : std::uint8_t { none, copying, dma };
+  ZeroCopy zero_copy_ = ZeroCopy::none;
+  std::string zero_copy_off_ = "the driver is not set up";
+  std::uint16_t dma_port_ = 0;
+  std::mutex dma_mutex_;
+  struct DmaRange {
+    std::uintptr_t begin, end;  // page aligned
+    std::size_t users;
+  };
+  std::vector<DmaRange> dma_ranges_;
+  std::atomic<bool> declined_logged_{false};
 };
+
+void DpdkDriver::decline_zero_copy(const std::string& why) {
+  if (!declined_logged_.exchange(true))
+    SC_LOG_WARN("dpdk zero-copy is off, sends from registered buffers copy instead: %s", why.c_str());
+}
+
+bool DpdkDriver::register_memory(const void* addr, std::size_t len, UserMemory* out) {
+  if (addr == nullptr || len == 0) return false;
+  if (zero_copy_ == ZeroCopy::none) {
+    decline_zero_copy(zero_copy_off_);
+    return false;
+  }
+  if (zero_copy_ == ZeroCopy::dma && !map_for_dma(addr, len)) return false;
+  out->base = static_cast<const std::byte*>(addr);
+  out->len = len;
+  out->key = 0;
+  return true;
+}
+
+bool DpdkDriver::map_for_dma(const void* addr, std::size_t len) {
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(addr) & ~(page - 1);
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(addr) + len + page - 1) & ~(page - 1);
+  std::lock_guard<std::mutex> lock(dma_mutex_);
+  for (DmaRange& r : dma_ranges_) {
+    if (begin >= r.begin && end <= r.end) {
+      ++r.users;
+      return true;
+    }
+  }
+  if (rte_eal_iova_mode() != RTE_IOVA_VA) {
+    decline_zero_copy("the EAL runs with physical IOVAs (IOVA as PA): user memory has no IOVA a device can use");
+    return false;
+  }
+  // IOVA = VA: the iova table may stay empty; the device gets the mapping from rte_dev_dma_map.
+  if (rte_extmem_register(reinterpret_cast<void*>(begin), end - begin, nullptr, 0, page) != 0 && rte_errno != EEXIST) {
+    decline_zero_copy(std::string("rte_extmem_register of a user buffer failed: ") + rte_strerror(rte_errno) +
+                      " (it may overlap a buffer registered before)");
+    return false;
+  }
+  rte_eth_dev_info info {};
+  if (rte_eth_dev_info_get(dma_port_, &info) != 0 || info.device == nullptr ||
+      rte_dev_dma_map(info.device, reinterpret_cast<void*>(begin), begin, end - begin) != 0) {
+    const std::string why = rte_strerror(rte_errno);
+    rte_extmem_unregister(reinterpret_cast<void*>(begin), end - begin);
+    decline_zero_copy("rte_dev_dma_map of a user buffer failed for port " + std::to_string(dma_port_) + ": " + why);
+    return false;
+  }
+  dma_ranges_.push_back(DmaRange{begin, end, 1});
+  return true;
+}
+
+void DpdkDriver::forget_memory(const void* addr, std::size_t len) {
+  if (zero_copy_ != ZeroCopy::dma) return;
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(addr) & ~(page - 1);
+  const std::uintptr_t end = (reinterpret_cast<std::uintptr_t>(addr) + len + page - 1) & ~(page - 1);
+  std::lock_guard<std::mutex> lock(dma_mutex_);
+  for (std::size_t i = 0; i < dma_ranges_.size(); ++i) {
+    DmaRange& r = dma_ranges_[i];
+    if (begin < r.begin || end > r.end || --r.users > 0) continue;
+    rte_eth_dev_info info {};
+    if (rte_eth_dev_info_get(dma_port_, &info) == 0 && info.device != nullptr)
+      rte_dev_dma_unmap(info.device, reinterpret_cast<void*>(r.begin), r.begin, r.end - r.begin);
+    rte_extmem_unregister(reinterpret_cast<void*>(r.begin), r.end - r.begin);
+    dma_ranges_.erase(dma_ranges_.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
+}
 
 Status DpdkDriver::local_identity(const DriverContext& ctx, Identity* me, PortFacts* facts) {
   const Options& o = *ctx.options;
@@ -342,6 +449,16 @@ Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, s
                                                 ": " + rte_strerror(rte_errno) +
                                                 " (the EAL's memory, -m in SPARCOLL_DPDK_EAL_ARGS, may be too small)");
     core_->pools.push_back(pool);
+    // Attaching user memory needs an mbuf per in-place part: up to a window per peer of them
+    // retained, with their shared info in their own data room (a few bytes).
+    const std::string ext_name = "scdx" + std::to_string(id);
+    const std::uint32_t ext_count = peers * 2 * window_for(peers) + 4 * kBurst + 512;
+    rte_mempool* ext = rte_pktmbuf_pool_create(ext_name.c_str(), ext_count, 0, 0, 64, SOCKET_ID_ANY);
+    if (ext == nullptr)
+      return Status(ErrorCode::no_resource, "dpdk: cannot create a pool of " + std::to_string(ext_count) +
+                                                " small mbufs for zero-copy sends of channel " + std::to_string(c) + ": " +
+                                                rte_strerror(rte_errno));
+    core_->ext_pools.push_back(ext);
     const std::string ring_name = "scdr" + std::to_string(id);
     rte_ring* ring = rte_ring_create(ring_name.c_str(), kRingSize, SOCKET_ID_ANY, RING_F_SC_DEQ);
     if (ring == nullptr)
@@ -367,7 +484,10 @@ Status DpdkDriver::create_memif_link(const DriverContext& ctx, const Identity& m
   const std::string args = "id=0,role=" + std::string(server ? "server" : "client") + ",socket=" + socket +
                            ",bsize=" + std::to_string(bsize) + ",rsize=" + std::to_string(kMemifLog2Ring) +
                            ",mac=" + mac_text(me.mac);
-  return create_memif_port(name, args, core_->pools, &core_->ports[i]);
+  bool multi_seg = false;
+  Status status = create_memif_port(name, args, core_->pools, &core_->ports[i], &multi_seg);
+  if (!multi_seg) core_->multi_seg = false;
+  return status;
 }
 
 Status DpdkDriver::open_memif_ports(const DriverContext& ctx, const Identity& me, const std::vector<Identity>& peers,
@@ -507,6 +627,21 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
                 shared.rx_checksum_offload ? "yes" : "no", frame);
   }
 
+  // Zero-copy sends: chains of mbufs, some attached to user memory (see the top of this file).
+  if (core_->memif) {
+    core_->multi_seg = core_->multi_seg && !core_->ports.empty();
+    if (core_->multi_seg) zero_copy_ = ZeroCopy::copying;
+    else zero_copy_off_ = "a memif port does not offer RTE_ETH_TX_OFFLOAD_MULTI_SEGS";
+  } else if (!shared.multi_seg_tx) {
+    zero_copy_off_ = "port " + facts.name + " (" + facts.driver + ") does not offer RTE_ETH_TX_OFFLOAD_MULTI_SEGS";
+  } else if (facts.driver == "net_af_packet" || facts.driver == "net_tap" || facts.driver == "net_pcap") {
+    zero_copy_ = ZeroCopy::copying;
+  } else if (facts.driver == "net_ring" || facts.driver == "net_null") {
+    zero_copy_off_ = "port " + facts.name + " (" + facts.driver + ") hands mbufs on instead of transmitting them";
+  } else {
+    zero_copy_ = ZeroCopy::dma;
+    dma_port_ = core_->ports[0].id;
+  }
   for (std::uint32_t c = 0; c < ctx.channels; ++c) {
     ChannelSetup cs;
     cs.index = c;
@@ -526,6 +661,10 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
     cs.udp_checksum_offload = shared.udp_checksum_offload;
     cs.rx_checksum_offload = shared.rx_checksum_offload;
     cs.pool = core_->pools[c];
+    cs.ext_pool = core_->ext_pools[c];
+    cs.zero_copy = zero_copy_ != ZeroCopy::none;
+    if (!core_->memif && shared.max_tx_segments > 1)
+      cs.max_segments = std::min<std::uint16_t>(kMaxSegments, shared.max_tx_segments);
     cs.rings = core_->rings;
     if (core_->memif) {
       for (std::size_t i = 0; i < ctx.peers.size(); ++i) {

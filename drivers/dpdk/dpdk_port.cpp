@@ -114,8 +114,9 @@ std::string port_name(std::uint16_t port) {
 }  // namespace
 
 Status create_memif_port(const std::string& name, const std::string& args, const std::vector<rte_mempool*>& pools,
-                         PortHandle* out) {
+                         PortHandle* out, bool* multi_seg) {
   std::lock_guard<std::mutex> lock(control_mutex());
+  *multi_seg = false;
   out->name = name;
   if (int rc = rte_vdev_init(name.c_str(), args.c_str()); rc != 0)
     return Status(ErrorCode::system_error, "dpdk: creating memif port " + name + " (" + args + ") failed: " + dpdk_error(rc));
@@ -124,6 +125,13 @@ Status create_memif_port(const std::string& name, const std::string& args, const
     return Status(ErrorCode::internal, "dpdk: memif port " + name + " was created but has no port id: " + dpdk_error(rc));
   const auto queues = static_cast<std::uint16_t>(pools.size());
   rte_eth_conf conf {};
+  // Zero-copy sends are chains (headers + the user's bytes); memif copies every segment into
+  // its ring and offers the offload, but ask rather than assume.
+  rte_eth_dev_info info {};
+  if (rte_eth_dev_info_get(out->id, &info) == 0 && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0) {
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    *multi_seg = true;
+  }
   if (int rc = rte_eth_dev_configure(out->id, queues, queues, &conf); rc != 0)
     return Status(ErrorCode::system_error, "dpdk: configuring memif port " + name + " with " + std::to_string(queues) +
                                                " queue pairs failed: " + dpdk_error(rc));
@@ -242,6 +250,11 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
       conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
       out->udp_checksum_offload = true;
     }
+  }
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) {
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    out->multi_seg_tx = true;
+    out->max_tx_segments = info.tx_desc_lim.nb_mtu_seg_max;
   }
   if (int rc = rte_eth_dev_configure(port.id, rxq, txq, &conf); rc != 0)
     return Status(ErrorCode::system_error, "dpdk: configuring port " + name + " with " + std::to_string(rxq) + " rx / " +

@@ -25,9 +25,10 @@ struct PortHandle {
 
 // Creates memif vdev `name` with devargs `args`, one rx/tx queue pair per channel (rx queue c
 // takes its mbufs from pools[c]). Not started yet: the client side can only start once the
-// server exists (start_memif_ports retries).
+// server exists (start_memif_ports retries). *multi_seg: its tx takes chained mbufs
+// (RTE_ETH_TX_OFFLOAD_MULTI_SEGS, enabled then).
 Status create_memif_port(const std::string& name, const std::string& args, const std::vector<rte_mempool*>& pools,
-                         PortHandle* out);
+                         PortHandle* out, bool* multi_seg);
 // Starts every created memif port of `ports` not started yet; true when all are started.
 bool start_ports(std::vector<PortHandle>& ports);
 // Stops a started memif port (on the interrupt thread, like close_port), so that the next
@@ -59,6 +60,8 @@ struct SharedPortSetup {
   bool ip_checksum_offload = false;
   bool udp_checksum_offload = false;
   bool rx_checksum_offload = false;
+  bool multi_seg_tx = false;        // RTE_ETH_TX_OFFLOAD_MULTI_SEGS offered (and enabled)
+  std::uint16_t max_tx_segments = 0;  // segments per frame the device takes (0: no limit given)
   std::string steering;             // for the log: "rte_flow", "rss", "single queue"
 };
 // Configures and starts the shared port: `channels` tx queues (one per channel), one rx queue

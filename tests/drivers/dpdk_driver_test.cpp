@@ -1,7 +1,7 @@
 // dpdk-only behaviour (memif mode, several drivers in this one process, one EAL): exact delivery
 // under deterministic loss, hostile frames through the injection hook, window back-pressure,
-// a peer that leaves or goes silent mid-stream, the frame-size cap on max_message, and the
-// dpdk options. Skipped, with the reason, where the EAL cannot start.
+// a peer that leaves or goes silent mid-stream, the frame-size cap on max_message, zero-copy
+// sends from registered memory, and the dpdk options. Skipped, with the reason, where the EAL cannot start.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -470,6 +470,118 @@ TEST_F(DriverDpdk, TwoJobsInOneProcessStayApart) {
   ASSERT_TRUE(dpdk::inject_for_test(second.driver(1), 0, frame.data(), frame.size()));
   EXPECT_EQ(poll_rounds(second.driver(1).channel(0), 2), 0);
   EXPECT_EQ(second.driver(1).channel(0).counters().dropped_invalid, before + 1);
+}
+
+// Zero-copy: send(…, UserMemory) reads the registered bytes in place (the large parts; small
+// parts and memory outside the registration are copied), every 7th data frame is dropped so
+// retransmissions read the user memory again, and user_memory_released() turns true only once
+// every such frame is acknowledged. The buffer is then rewritten and sent again: the second
+// round must carry the new bytes, the first round's the old ones.
+TEST_F(DriverDpdk, ZeroCopySendsReadUserMemoryUntilReleased) {
+  DriverCluster cluster(config(2, 1, 4096));
+  ASSERT_TRUE(cluster.start_store().ok());
+  for (std::uint32_t i = 0; i < 2; ++i) cluster.options(i).dpdk_drop_every = 7;
+  for (const Status& s : cluster.create()) ASSERT_TRUE(s.ok()) << s.to_string();
+  constexpr std::size_t kSlot = 4096, kSlots = 64;
+  std::vector<std::byte> buffer(kSlot * kSlots);
+  transport::UserMemory user;
+  ASSERT_TRUE(cluster.driver(0).register_memory(buffer.data(), buffer.size(), &user));
+  ASSERT_EQ(user.base, buffer.data());
+  ASSERT_EQ(user.len, buffer.size());
+  Channel& tx = cluster.driver(0).channel(0);
+  Channel& rx = cluster.driver(1).channel(0);
+  EXPECT_TRUE(tx.user_memory_released());
+
+  // Message m: a 16-byte header off the stack (copied), 1500 bytes of slot m % kSlots (in
+  // place), its next 100 bytes (small: copied), 1000 bytes further on in the slot (in place,
+  // not adjacent), and 300 bytes of the stack-side filler (outside the registration: copied).
+  std::vector<std::byte> outside(300);
+  for (std::size_t i = 0; i < outside.size(); ++i) outside[i] = static_cast<std::byte>(i * 7 + 1);
+  auto iov_of = [&](std::uint64_t m, std::uint64_t* header, struct iovec* iov) {
+    header[0] = m;
+    header[1] = ~m;
+    std::byte* slot = buffer.data() + (m % kSlots) * kSlot;
+    iov[0] = {header, 16};
+    iov[1] = {slot, 1500};
+    iov[2] = {slot + 1500, 100};
+    iov[3] = {slot + 2000, 1000};
+    iov[4] = {outside.data(), outside.size()};
+  };
+  auto fill = [&](std::uint8_t round) {
+    for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<std::byte>((i * 131 + round * 17) >> 3);
+  };
+  // What message m of `round` must contain (computed from the pattern, not the buffer).
+  auto expected = [&](std::uint64_t m, std::uint8_t round) {
+    std::vector<std::byte> want(16);
+    const std::uint64_t h[2] = {m, ~m};
+    std::memcpy(want.data(), h, 16);
+    const std::size_t base = (m % kSlots) * kSlot;
+    auto add = [&](std::size_t from, std::size_t n) {
+      for (std::size_t i = from; i < from + n; ++i) want.push_back(static_cast<std::byte>((i * 131 + round * 17) >> 3));
+    };
+    add(base, 1500);
+    add(base + 1500, 100);
+    add(base + 2000, 1000);
+    want.insert(want.end(), outside.begin(), outside.end());
+    return want;
+  };
+
+  constexpr std::uint64_t kPerRound = 400;  // several passes over the slots within one round
+  for (std::uint8_t round = 0; round < 2; ++round) {
+    fill(round);
+    std::uint64_t sent = 0, received = 0;
+    bool checked_unreleased = false;
+    const auto give_up = Clock::now() + kTestDeadline;
+    while (received < kPerRound) {
+      ASSERT_LT(Clock::now(), give_up) << "round " << int{round} << ": " << received << " of " << kPerRound << " arrived";
+      while (sent < kPerRound) {
+        std::uint64_t header[2];
+        struct iovec iov[5];
+        iov_of(sent, header, iov);
+        const SendResult r = tx.send(1, iov, 5, user);
+        ASSERT_NE(r, SendResult::error) << tx.error().to_string();
+        if (r != SendResult::ok) break;
+        ++sent;
+      }
+      if (!checked_unreleased) {
+        // Nothing is acknowledged yet: the frames still read the buffer.
+        EXPECT_FALSE(tx.user_memory_released());
+        checked_unreleased = true;
+      }
+      ReceivedMessage got[32];
+      const int k = rx.poll(got, 32);
+      ASSERT_GE(k, 0) << rx.error().to_string();
+      for (int i = 0; i < k; ++i, ++received) {
+        const std::vector<std::byte> want = expected(received, round);
+        ASSERT_EQ(got[i].size, want.size());
+        ASSERT_EQ(std::memcmp(got[i].data, want.data(), want.size()), 0)
+            << "round " << int{round} << ": message " << received << " has the wrong bytes";
+      }
+      ASSERT_GE(tx.poll(got, 32), 0) << tx.error().to_string();
+    }
+    // Released once every frame is acknowledged; the receiver keeps polling (acks).
+    const auto until = Clock::now() + kTestDeadline;
+    while (!tx.user_memory_released()) {
+      ASSERT_LT(Clock::now(), until) << "user memory never released";
+      ReceivedMessage got[8];
+      ASSERT_EQ(rx.poll(got, 8), 0);
+    }
+    EXPECT_TRUE(tx.flushed());
+  }
+  const ChannelCounters c = tx.counters();
+  EXPECT_GT(c.dropped_by_hook, 0u);
+  EXPECT_GE(c.retransmitted, c.dropped_by_hook);
+
+  // Memory outside the registration, or parts too small to chain, are copied: nothing to release.
+  std::uint64_t header[2] = {0, 0};
+  struct iovec small[2] = {{header, 16}, {outside.data(), 200}};
+  SendResult r;
+  while ((r = tx.send(1, small, 2, user)) == SendResult::no_resource) {
+    ReceivedMessage got[8];
+    ASSERT_GE(rx.poll(got, 8), 0);
+  }
+  ASSERT_EQ(r, SendResult::ok) << tx.error().to_string();
+  EXPECT_TRUE(tx.user_memory_released());
 }
 
 using DpdkOptions = ConfigEnvFixture;

@@ -91,6 +91,22 @@ TEST_F(AllreduceDpdk, DropEveryThirdFrameWithDedicatedAggregators) {
       {"SPARCOLL_DPDK_DROP_EVERY=3"});
 }
 
+// Registered send buffers go out in place (frames chained to the user's bytes; the channel logs
+// its first one at info level), with every 7th data frame dropped so retransmissions read the
+// user memory again. sparcoll-check deregisters and frees each send buffer right after wait()
+// (the 400 KB ones are unmapped): a frame still reading one would crash or corrupt the results.
+TEST_F(AllreduceDpdk, ZeroCopyFromRegisteredBuffersWithDrops) {
+  const std::vector<std::string> args = {"--register", "--sizes", "257,100003", "--dtypes", "f32,bf16", "--ops",
+                                         "sum",        "--densities", "0.01,1", "--patterns", "random,disjoint",
+                                         "--traffic"};
+  const auto r = run(3, 0, args, {"SPARCOLL_LOG_LEVEL=info", "SPARCOLL_DPDK_DROP_EVERY=7"});
+  EXPECT_NE(r.err.find("zero-copy sends from registered user memory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("zero-copy is off"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find(" retransmitted=0 "), std::string::npos) << "no frame was resent:\n" << r.out;
+  // Dedicated aggregators: every block crosses the wire.
+  run(2, 2, args, {"SPARCOLL_DPDK_DROP_EVERY=7"});
+}
+
 // Multi-host simulation: one network namespace per process, af_packet on its veth, a bridge
 // between them; --loss drops that share of every host's frames at random.
 class AllreduceDpdkNetns : public ::testing::Test {
@@ -115,10 +131,13 @@ class AllreduceDpdkNetns : public ::testing::Test {
   }
 
   LaunchResult run(int ranks, int aggregators, const std::vector<std::string>& args,
+                   const std::vector<std::string>& env = {},
                    const std::string& program = "tests/integration/sparcoll-check") {
     std::vector<std::string> argv = {source_path("scripts/netns-run"), "-n", std::to_string(ranks), "--aggregators",
                                      std::to_string(aggregators), "--transport", "dpdk", "--prefix", prefix_,
-                                     "--build", SPARCOLL_BUILD_DIR, "--timeout", "240", "--", build_path(program)};
+                                     "--build", SPARCOLL_BUILD_DIR, "--timeout", "240"};
+    for (const std::string& kv : env) argv.insert(argv.end(), {"--env", kv});
+    argv.insert(argv.end(), {"--", build_path(program)});
     argv.insert(argv.end(), args.begin(), args.end());
     const auto r = run_program(argv, {}, std::chrono::seconds(300));
     EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
@@ -145,13 +164,24 @@ TEST_F(AllreduceDpdkNetns, ThreeRanksAndADedicatedAggregatorAfPacket) {
 
 TEST_F(AllreduceDpdkNetns, CollectivesAfPacketWithLoss) {
   cluster(3, "1");
-  run(3, 0, {"--sizes", "0,1,257,20001", "--dtypes", "f32,i32", "--ops", "sum,max"},
+  run(3, 0, {"--sizes", "0,1,257,20001", "--dtypes", "f32,i32", "--ops", "sum,max"}, {},
       "tests/integration/sparcoll-check-collectives");
 }
 
 TEST_F(AllreduceDpdkNetns, OnePercentLossStillExact) {
   cluster(3, "1");
   run(3, 0, kNetnsMatrix);
+}
+
+// Zero-copy in port mode: af_packet copies every segment of a chained frame into its tx ring;
+// with 1% random loss, retransmissions read the registered buffers again.
+TEST_F(AllreduceDpdkNetns, ZeroCopyAfPacketWithLoss) {
+  cluster(2, "1");
+  const auto r = run(2, 0, {"--register", "--sizes", "257,100003", "--dtypes", "f32,i32", "--ops", "sum", "--densities",
+                            "0.01,1", "--patterns", "random", "--traffic"},
+                     {"SPARCOLL_LOG_LEVEL=info"});
+  EXPECT_NE((r.out + r.err).find("zero-copy sends from registered user memory"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ((r.out + r.err).find("zero-copy is off"), std::string::npos) << r.out << r.err;
 }
 
 TEST_F(AllreduceDpdkNetns, FivePercentLossStillExact) {
