@@ -74,8 +74,11 @@ Status gather(coll::Peers& peers, std::size_t dim, DataType dtype, const SparseO
     dense = dense || s.messages[j].dense;
     total += s.messages[j].count;
   }
-  if (out.dense != nullptr) {
-    for (const SparseMessage& m : s.messages) write_dense(m, dtype, out.dense);
+  if (out.result == nullptr) {
+    // Dense output (null only when dim is 0: an empty allreduce still runs, to catch a peer
+    // whose count differs).
+    if (out.dense != nullptr)
+      for (const SparseMessage& m : s.messages) write_dense(m, dtype, out.dense);
     return Status();
   }
   SparseResult& res = *out.result;

@@ -121,7 +121,9 @@ class Peers {
   bool yield_;
   std::size_t fragment_payload_ = 0;  // bytes of payload per fragment (a multiple of 8)
 
-  std::uint32_t seq_ = 0;
+  // The current collective; "-1" before the first, so what arrives before it begins is early,
+  // not taken for the current one (an abort taken so would be lost when it begins).
+  std::uint32_t seq_ = UINT32_MAX;
   std::string what_;
   Clock::time_point deadline_;
   Status failure_;

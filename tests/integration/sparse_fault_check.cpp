@@ -1,6 +1,6 @@
 // sparcoll-sparse-fault SCENARIO ALGO: run under sparcoll-run; rank 1 (the "culprit") gives
 // allreduce_sparse the bad input SCENARIO names; it must fail with invalid_argument and a message
-// naming the position and value, every other rank with mismatch naming rank 1 (no hang), and
+// naming the position and value, every other rank with the same code naming rank 1 (no hang), and
 // the communicator must work afterwards. Each rank prints "fault: rank R: <error>" and exits 0
 // when its outcome is the expected one.
 #include <cstdio>
@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
     std::size_t dim = 10, nnz = idx.size();
     sparcoll::Algorithm a = *algo;
     const char* culprit_mentions = nullptr;
-    ErrorCode others_code = ErrorCode::mismatch, culprit_code = ErrorCode::invalid_argument;
+    // The culprit's peers fail with its own code, carried by its abort (as block-sparse aborts do).
+    ErrorCode others_code = ErrorCode::invalid_argument, culprit_code = ErrorCode::invalid_argument;
     if (scenario == "unsorted") {
       if (culprit) idx = {0, 5, 3, 9};
       culprit_mentions = "indices[2] = 3 is below indices[1] = 5";
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
       // Valid input, but another dim: a usage mismatch every rank must notice, none may hang.
       if (culprit) dim = 1001;
       else dim = 1000;
-      culprit_code = ErrorCode::mismatch;
+      culprit_code = others_code = ErrorCode::mismatch;
     } else {
       std::fprintf(stderr, "sparcoll-sparse-fault: unknown scenario %s\n", scenario.c_str());
       return 2;

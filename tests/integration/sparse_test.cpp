@@ -73,7 +73,7 @@ TEST_P(SparseTransport, FromCThroughTheCApi) {
 INSTANTIATE_TEST_SUITE_P(Sparse, SparseTransport, ::testing::Values("shm", "tcp"));
 
 // Bad input on rank 1: it fails with invalid_argument naming position and value, the others
-// with mismatch naming rank 1, quickly; then the communicator still works.
+// with invalid_argument naming rank 1, quickly; then the communicator still works.
 class SparseFault : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {};
 
 TEST_P(SparseFault, EveryRankGetsTheExpectedError) {
