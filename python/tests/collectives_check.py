@@ -147,7 +147,7 @@ def main():
     check_sparse("sparse, empty on rank 0", rank, world, (1000, 16), 1, lambda r: 0 if r == 0 else 25,
                  torch.float32, 10)
     check_sparse("sparse, empty everywhere", rank, world, (1000, 16), 1, 0, torch.float32, 11)
-    # Every row on every rank: past the break-even density the result may come back dense.
+    # Every row on every rank: past DSAR's break-even density (1/2 for f32) the result comes back dense.
     check_sparse("sparse, all rows (dense result)", rank, world, (64, 16), 1, 2000, torch.float32, 12)
     # Through the Work's Future, as DDP's reducer takes it.
     t = sparse_grad(rank, (100, 4), 1, 10, torch.float32, 13)
