@@ -111,6 +111,15 @@ at::Tensor nonzero_rows(const at::Tensor& dense, int64_t sparse_dim) {
   return at::sparse_coo_tensor(indices, values, dense.sizes())._coalesced_(true);
 }
 
+// A sparse tensor goes to iallreduce_sparse on the collective thread, dense ones to block-sparse
+// allreduce on the progress threads: a rank failing the checks must abort the sequence its peers
+// (given a valid call) are in.
+bool has_sparse(const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& t : tensors)
+    if (t.defined() && t.layout() == c10::kSparse) return true;
+  return false;
+}
+
 // `finish` holding a reference to `tensor`: the completion queue keeps a finish (run or not)
 // until the request is done, so the tensor's memory stays valid while sparcoll reads it.
 std::function<void()> keeping(const at::Tensor& tensor, std::function<void()> finish) {
@@ -261,13 +270,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::run(const char* op, c10d::O
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allreduce(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceOptions& opts) {
-  return run("allreduce", c10d::OpType::ALLREDUCE, Sequence::block_sparse,
+  return run("allreduce", c10d::OpType::ALLREDUCE,
+             has_sparse(tensors) ? Sequence::collective : Sequence::block_sparse,
              [&] { return issue_allreduce("allreduce", tensors, opts.reduceOp); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                          const c10d::AllreduceCoalescedOptions& opts) {
-  return run("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, Sequence::block_sparse,
+  return run("allreduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED,
+             has_sparse(tensors) ? Sequence::collective : Sequence::block_sparse,
              [&] { return issue_allreduce("allreduce_coalesced", tensors, opts.reduceOp); });
 }
 
@@ -336,15 +347,72 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_sparse_allreduce(const 
   TORCH_CHECK(code == sparcoll::ReduceOp::sum || code == sparcoll::ReduceOp::avg, "sparcoll: ", op,
               ": torch.sparse_coo tensors reduce with SUM or AVG only");
   const sparcoll::DataType dtype = reducible_dtype(op, "tensor 0 (sparse values)", tensor);
-  // Native plug-in point: Communicator::allreduce_sparse (index-value) is being added to sparcoll.
-  // Until then the tensor is reduced dense: rows absent from every rank are zero blocks, which
-  // block-sparse aggregation skips, so the wire still carries only the rows some rank touched.
-  at::Tensor dense = tensor.to_dense().contiguous();
+  // Communicator::iallreduce_sparse (SparCML) reduces one vector of scalars, so the tensor is
+  // flattened: element k of index position (i0, ..., i_sd-1) is element
+  // (row-major linear position) * inner + k, inner = the product of the dense dimensions (an
+  // embedding gradient's row r, column c is r * cols + c). Every element of a present row is
+  // sent, zeros included, so the result again holds whole rows. A coalesced tensor's positions
+  // are sorted and unique, so the element indices are strictly increasing as sparcoll requires.
+  const at::Tensor coo = tensor.is_coalesced() ? tensor : tensor.coalesce();
+  const std::int64_t sparse_dim = coo.sparse_dim();
+  const std::vector<std::int64_t> sizes = coo.sizes().vec();
+  std::int64_t positions = 1, inner = 1;
+  for (std::int64_t d = 0; d < static_cast<std::int64_t>(sizes.size()); ++d)
+    (d < sparse_dim ? positions : inner) *= sizes[static_cast<std::size_t>(d)];
+  TORCH_CHECK(positions * inner <= (std::int64_t{1} << 32), "sparcoll: ", op, ": the torch.sparse_coo tensor of ",
+              "shape ", coo.sizes(), " has ", positions * inner, " elements; the sparse allreduce takes at most 2^32");
+  const at::Tensor index = coo._indices();
+  at::Tensor linear = at::zeros({index.size(1)}, index.options());
+  for (std::int64_t d = 0; d < sparse_dim; ++d) linear = linear * sizes[static_cast<std::size_t>(d)] + index[d];
+  const at::Tensor elements =
+      inner == 1 ? linear.contiguous()
+                 : (linear.unsqueeze(1) * inner + at::arange(inner, index.options()).unsqueeze(0)).view({-1});
+  const at::Tensor values = coo._values().contiguous();
+  auto result = std::make_shared<sparcoll::SparseResult>();
   Issued issued;
   issued.outputs = {tensor};
+  // The indices and values are copied into the operation by the call: nothing to keep alive.
   issued.ops.push_back(Started{
-      comm_->iallreduce(dense.data_ptr(), dense.data_ptr(), static_cast<std::size_t>(dense.numel()), dtype, code),
-      [tensor, dense] { tensor.copy_(nonzero_rows(dense, tensor.sparse_dim())); }});
+      comm_->iallreduce_sparse(elements.data_ptr<std::int64_t>(), values.data_ptr(),
+                               static_cast<std::size_t>(elements.numel()),
+                               static_cast<std::size_t>(positions * inner), dtype, code, result.get()),
+      // DDP (torch 1.13) copies the Future's tensor into the sparse gradient (copy_ between
+      // sparse tensors only), so the tensor stays torch.sparse_coo, reduced in place, whatever
+      // form the result came back in. The copies below own their memory: `result` may go.
+      [tensor, result, sizes, sparse_dim, inner] {
+        const at::TensorOptions vopt = at::TensorOptions().dtype(tensor.scalar_type());
+        if (result->dense) {
+          // Some range of the result passed the break-even density and came back dense.
+          at::Tensor dense = at::from_blob(result->values.data(), sizes, vopt);
+          tensor.copy_(nonzero_rows(dense, sparse_dim));
+          return;
+        }
+        const auto n = static_cast<std::int64_t>(result->indices.size());
+        const at::TensorOptions iopt = at::TensorOptions().dtype(at::kLong);
+        const at::Tensor element = at::from_blob(result->indices.data(), {n}, iopt);
+        const at::Tensor value = at::from_blob(result->values.data(), {n}, vopt);
+        // Back to index positions: the unique positions present, each with its inner values.
+        at::Tensor kept = element, packed = value;
+        if (inner != 1) {
+          const at::Tensor position = element.div(inner, "floor");
+          auto unique = at::unique_consecutive(position, /*return_inverse=*/true);
+          kept = std::get<0>(unique);
+          if (kept.numel() * inner != n) {
+            // Some position lacks elements (not from this backend's own input): they are 0.
+            packed = at::zeros({kept.numel() * inner}, vopt);
+            packed.index_put_({std::get<1>(unique) * inner + element.remainder(inner)}, value);
+          }
+        }
+        std::vector<std::int64_t> value_sizes{kept.numel()};
+        value_sizes.insert(value_sizes.end(), sizes.begin() + sparse_dim, sizes.end());
+        at::Tensor indices = at::empty({sparse_dim, kept.numel()}, iopt);
+        at::Tensor rest = kept;
+        for (std::int64_t d = sparse_dim - 1; d >= 0; --d) {
+          indices[d].copy_(rest.remainder(sizes[static_cast<std::size_t>(d)]));
+          rest = rest.div(sizes[static_cast<std::size_t>(d)], "floor");
+        }
+        tensor.copy_(at::sparse_coo_tensor(indices, packed.view(value_sizes), sizes)._coalesced_(true));
+      }});
   return issued;
 }
 

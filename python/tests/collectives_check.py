@@ -3,7 +3,9 @@
 Run by run_torchrun.py with 2 ranks (works with any number). Covers every dtype torch moves as
 bytes (int64, bool, float64 with NaN payloads and -0.0, odd-sized uint8 and float16 that take
 the padded staging path), one call with several tensors, the direct and the staged allgather,
-in-place _all_gather_base, and reduce_scatter with each op. Exits 1 listing what differed.
+in-place _all_gather_base, reduce_scatter with each op, and all_reduce of torch.sparse_coo tensors
+(sparcoll's index-value sparse allreduce; compared with the dense sum, each as it would come
+from an embedding gradient and from odder shapes). Exits 1 listing what differed.
 """
 import sys
 
@@ -44,6 +46,30 @@ def payload(rank, dtype, n):
         return t
     return torch.randint(-2**31 if dtype == torch.int64 else 0, 2**31 - 1 if dtype == torch.int64 else 255,
                          (n,), generator=g).to(dtype)
+
+
+def sparse_grad(rank, shape, sparse_dim, rows, dtype, seed):
+    """A COO tensor with `rows` index positions (repeats included: uncoalesced) and integer values
+    (exact in every dtype), different on every rank."""
+    g = torch.Generator().manual_seed(seed * 100 + rank)
+    index = torch.stack([torch.randint(0, shape[d], (rows,), generator=g) for d in range(sparse_dim)])
+    values = torch.randint(-8, 9, (rows,) + tuple(shape[sparse_dim:]), generator=g).to(dtype)
+    return torch.sparse_coo_tensor(index, values, shape)
+
+
+def check_sparse(case, rank, world, shape, sparse_dim, rows, dtype, seed, op=dist.ReduceOp.SUM, coalesce=False):
+    t = sparse_grad(rank, shape, sparse_dim, rows(rank) if callable(rows) else rows, dtype, seed)
+    if coalesce:
+        t = t.coalesce()
+    dist.all_reduce(t, op=op)
+    want = sum(sparse_grad(r, shape, sparse_dim, rows(r) if callable(rows) else rows, dtype, seed).to_dense()
+               for r in range(world))
+    if op == dist.ReduceOp.AVG:
+        want = want / world
+    if t.layout != torch.sparse_coo or not t.is_coalesced() or t.sparse_dim() != sparse_dim:
+        failures.append(f"{case}: layout {t.layout}, coalesced {t.is_coalesced()}, sparse_dim {t.sparse_dim()}")
+        return
+    check(case, t.to_dense(), want.to(dtype))
 
 
 def main():
@@ -105,6 +131,30 @@ def main():
     dist._reduce_scatter_base(out, inp)
     check("_reduce_scatter_base output inside input", out,
           torch.full((n,), float(sum(r + 1 for r in range(world)) * (rank + 1))))
+
+    # all_reduce of torch.sparse_coo tensors: the index-value sparse allreduce (SparCML).
+    check_sparse("sparse embedding grad f32", rank, world, (1000, 16), 1, 40, torch.float32, 1)
+    check_sparse("sparse embedding grad f32 coalesced", rank, world, (1000, 16), 1, 40, torch.float32, 2,
+                 coalesce=True)
+    check_sparse("sparse embedding grad f32 AVG", rank, world, (1000, 16), 1, 40, torch.float32, 3,
+                 op=dist.ReduceOp.AVG)
+    check_sparse("sparse embedding grad f16", rank, world, (300, 8), 1, 30, torch.float16, 4)
+    check_sparse("sparse embedding grad bf16", rank, world, (300, 8), 1, 30, torch.bfloat16, 5)
+    check_sparse("sparse embedding grad int32", rank, world, (300, 8), 1, 30, torch.int32, 6)
+    check_sparse("sparse vector (no dense dim)", rank, world, (5000,), 1, 100, torch.float32, 7)
+    check_sparse("sparse matrix (2 sparse dims)", rank, world, (70, 90), 2, 200, torch.float32, 8)
+    check_sparse("sparse hybrid (1 sparse, 2 dense dims)", rank, world, (60, 3, 5), 1, 10, torch.float32, 9)
+    check_sparse("sparse, empty on rank 0", rank, world, (1000, 16), 1, lambda r: 0 if r == 0 else 25,
+                 torch.float32, 10)
+    check_sparse("sparse, empty everywhere", rank, world, (1000, 16), 1, 0, torch.float32, 11)
+    # Every row on every rank: past DSAR's break-even density (1/2 for f32) the result comes back dense.
+    check_sparse("sparse, all rows (dense result)", rank, world, (64, 16), 1, 2000, torch.float32, 12)
+    # Through the Work's Future, as DDP's reducer takes it.
+    t = sparse_grad(rank, (100, 4), 1, 10, torch.float32, 13)
+    fut = pg.allreduce([t]).get_future()
+    got = fut.wait()[0]
+    want = sum(sparse_grad(r, (100, 4), 1, 10, torch.float32, 13).to_dense() for r in range(world))
+    check("sparse allreduce, the Future's tensor", got.to_dense(), want)
 
     dist.destroy_process_group()
     for f in failures:

@@ -88,6 +88,12 @@ def main():
          lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.float64 if rank == 0 else torch.float32),
                                      [torch.ones(2, dtype=torch.float64 if rank == 0 else torch.float32)
                                       for _ in range(world)])),
+        # A sparse tensor reduces on the collective thread: its bad rank aborts that sequence.
+        ("sparse dtype on rank 1 only",
+         "has dtype torch.float64" if rank == 1 else "that rank's input failed the backend's checks",
+         lambda: dist.all_reduce(torch.eye(4, dtype=torch.float64 if rank == 1 else torch.float32).to_sparse())),
+        ("sparse shapes differ across ranks", ("allreduce_sparse", "failed it", "differ"),
+         lambda: dist.all_reduce(torch.eye(4 + rank).to_sparse())),
         # Each rank sees the other's size first or the other's abort first, whichever comes.
         ("mismatched allgather sizes", ("differ across ranks", "failed it"),
          lambda: dist.all_gather([torch.empty(10 + 30 * rank) for _ in range(world)], torch.ones(10 + 30 * rank))),
