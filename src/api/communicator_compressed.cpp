@@ -80,9 +80,6 @@ Status CommunicatorImpl::iallreduce_compressed(std::uint64_t tensor_id, const fl
       tensor = it->second.get();
     }
   }
-  op.invalid = problem.empty() ? std::string()
-                               : "allreduce_compressed " + std::to_string(op.seq) + " (tensor id " +
-                                     std::to_string(tensor_id) + "): " + problem;
   if (problem.empty()) {
     if (random_seed_ == 0) random_seed_ = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}() | 1;
     call.tensor = tensor;
@@ -93,7 +90,7 @@ Status CommunicatorImpl::iallreduce_compressed(std::uint64_t tensor_id, const fl
     call.c = c;
     call.seed = c.seed.value_or(random_seed_);
   }
-  return submit(op, out_request);
+  return submit(op, "allreduce_compressed", problem, out_request, " (tensor id " + std::to_string(tensor_id) + ")");
 }
 
 std::vector<float> CommunicatorImpl::compression_residual(std::uint64_t tensor_id) const {

@@ -479,7 +479,15 @@ Status CommunicatorImpl::choose_automatically(const void* send, std::size_t coun
   return Status();
 }
 
-Status CommunicatorImpl::submit(coll::CollOp& op, std::shared_ptr<RequestState>* out) {
+Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::string& problem,
+                                std::shared_ptr<RequestState>* out, const std::string& detail) {
+  // A rank with bad arguments still submits: the collective thread aborts the collective on
+  // every rank (so no peer waits for its deadline), carrying this text.
+  op.invalid = problem.empty() ? std::string() : std::string(what) + " " + std::to_string(op.seq) + detail + ": " + problem;
+  if (!problem.empty()) {
+    op.count = 0;
+    op.sparse.entries.resize(0);
+  }
   op.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   op.request = std::make_shared<RequestState>();
   *out = op.request;
@@ -507,9 +515,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   if (problem.empty() && is_sparse_algorithm(chosen) && count > kMaxSparseDim)
     problem = "count " + std::to_string(count) + " exceeds 2^32, the index range of " +
               std::string(algorithm_name(chosen)) + " (indices travel as u32)";
-  c.invalid = problem.empty() ? std::string() : "allreduce op " + std::to_string(c.seq) + ": " + problem;
-  if (!problem.empty()) c.count = 0;
-  return submit(c, out);
+  return submit(c, "allreduce op", problem, out);
 }
 
 Status CommunicatorImpl::ibroadcast(void* buffer, std::size_t count, DataType dtype, int root,
@@ -527,9 +533,7 @@ Status CommunicatorImpl::ibroadcast(void* buffer, std::size_t count, DataType dt
   if (problem.empty() && (root < 0 || root >= size()))
     problem = "root " + std::to_string(root) + " is not a rank of this " + std::to_string(size()) + "-rank communicator";
   if (problem.empty()) problem = check_buffer("buffer", buffer, count, dtype);
-  c.invalid = problem.empty() ? std::string() : "broadcast " + std::to_string(c.seq) + ": " + problem;
-  if (!problem.empty()) c.count = 0;
-  return submit(c, out);
+  return submit(c, "broadcast", problem, out);
 }
 
 Status CommunicatorImpl::iallgather(const void* send, void* recv, std::size_t count, DataType dtype,
@@ -551,9 +555,7 @@ Status CommunicatorImpl::iallgather(const void* send, void* recv, std::size_t co
     if (send != mine && overlaps(send, bytes, recv, bytes * size()))
       problem = "sendbuf overlaps recvbuf without being this rank's slot in it (recvbuf + rank * count)";
   }
-  c.invalid = problem.empty() ? std::string() : "allgather " + std::to_string(c.seq) + ": " + problem;
-  if (!problem.empty()) c.count = 0;
-  return submit(c, out);
+  return submit(c, "allgather", problem, out);
 }
 
 Status CommunicatorImpl::ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
@@ -575,9 +577,7 @@ Status CommunicatorImpl::ireduce_scatter(const void* send, void* recv, std::size
   if (problem.empty() &&
       overlaps(send, count * size() * dtype_size(dtype), recv, count * dtype_size(dtype)))
     problem = "sendbuf and recvbuf overlap";
-  c.invalid = problem.empty() ? std::string() : "reduce_scatter " + std::to_string(c.seq) + ": " + problem;
-  if (!problem.empty()) c.count = 0;
-  return submit(c, out);
+  return submit(c, "reduce_scatter", problem, out);
 }
 
 // --- allreduce_sparse ---------------------------------------------------------------------------
@@ -647,9 +647,7 @@ Status CommunicatorImpl::iallreduce_sparse(const std::int64_t* indices, const vo
   c.sparse.dim = dim;
   c.sparse.result = result;
   if (problem.empty()) problem = take_sparse_input(indices, values, nnz, dim, dtype, op, result, &c.sparse.entries);
-  c.invalid = problem.empty() ? std::string() : "allreduce_sparse " + std::to_string(c.seq) + ": " + problem;
-  if (!problem.empty()) c.sparse.entries.resize(0);
-  return submit(c, out);
+  return submit(c, "allreduce_sparse", problem, out);
 }
 
 }  // namespace sparcoll::detail

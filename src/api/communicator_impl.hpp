@@ -68,7 +68,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // The algorithm an allreduce_sparse runs; sets *problem when `algo` is not a sparse one.
   Algorithm resolve_sparse(Algorithm algo, std::string* problem) const;
   // Hands a filled peer-to-peer collective to the collective thread.
-  Status submit(coll::CollOp& op, std::shared_ptr<RequestState>* out);
+  // `problem` non-empty: this rank's arguments are bad; every rank then fails the collective
+  // with "<what> <number><detail>: <problem>".
+  Status submit(coll::CollOp& op, const char* what, const std::string& problem, std::shared_ptr<RequestState>* out,
+                const std::string& detail = std::string());
   Status check_usable(const char* what) const;
   void shutdown();
 

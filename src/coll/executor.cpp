@@ -176,7 +176,8 @@ Status Executor::execute(CollOp& op) {
       if (op.compressed.c.algo == CompressionAlgo::oktopk) return algo::oktopk_allreduce(peers_, op.compressed, compress_scratch_);
       return algo::topk_ef_allreduce(peers_, op.compressed, compress_scratch_, scratch_);
   }
-  return Status(ErrorCode::unsupported, "this collective is not implemented on the collective thread");
+  // Only a CollKind value outside the enum gets here (every kind returns above).
+  return Status(ErrorCode::internal, "collective kind " + std::to_string(static_cast<int>(op.kind)) + " is unknown");
 }
 
 }  // namespace sparcoll::coll
