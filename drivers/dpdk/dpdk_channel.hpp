@@ -64,6 +64,10 @@ constexpr std::uint32_t window_for(std::uint32_t peers) {
   return w;
 }
 inline constexpr std::uint32_t kBurst = 32;
+// Per-lcore mempool cache (mbufs): a LIFO of recently freed mbufs, so the next frame is built in
+// (and the device receives into) memory still in cache. Each thread that touches a pool may hold
+// up to 1.5x this many of its mbufs; pools are sized for it (dpdk_driver.cpp).
+inline constexpr std::uint32_t kPoolCache = 128;
 inline constexpr std::uint32_t kRingSize = 512;    // software steering ring per channel
 inline constexpr std::uint32_t kMaxDeliver = 256;  // messages handed out by one poll()
 // Zero-copy: smaller iov parts are copied into the header mbuf (a segment costs more than
@@ -176,7 +180,8 @@ class DpdkChannel final : public Channel {
   struct Backlog;
 
   // Receive path.
-  void receive();
+  // Reads up to `budget` frames from the devices (all of the steering ring regardless).
+  void receive(std::uint32_t budget = UINT32_MAX);
   void steer(rte_mbuf* m);
   void process(rte_mbuf* m);
   void on_ack_fields(Peer& p, const FrameHeader& h);
@@ -229,6 +234,7 @@ class DpdkChannel final : public Channel {
   std::vector<rte_mbuf*> release_;    // handed out by the last poll, freed by the next
   std::size_t released_count_ = 0;
   std::size_t next_first_ = 0;
+  std::size_t next_source_ = 0;  // the RX source read first by the next receive()
   bool shared_port_closed_ = false;
   bool closing_ = false;
   std::uint64_t now_ = 0;

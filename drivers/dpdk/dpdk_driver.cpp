@@ -434,6 +434,10 @@ Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, s
   // every ring), device descriptors, and slack for bursts and control frames.
   std::uint32_t count = peers * 2 * window_for(peers) + kMaxDeliver + kRingSize + 4 * kBurst + 512;
   if (!core_->memif) count += rx_descriptors + kTxDescriptors + ctx.channels * kRingSize;
+  // Parked in per-lcore caches: every channel's thread may free this pool's mbufs (steering),
+  // and the closer thread at teardown.
+  const std::uint32_t cached = (ctx.channels + 1) * (kPoolCache * 3 / 2);
+  count += cached;
   // At least 2 KiB: some PMDs insist that a whole device frame fits one mbuf whatever the MTU
   // (af_packet: its framesz, 2048 by default, less its own header).
   const std::uint32_t data_room = RTE_PKTMBUF_HEADROOM + std::max<std::uint32_t>(round_up(frame, 64), 2048);
@@ -441,7 +445,7 @@ Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, s
   for (std::uint32_t c = 0; c < ctx.channels; ++c) {
     const std::uint32_t id = g_object_counter.fetch_add(1);
     const std::string pool_name = "scdp" + std::to_string(id);
-    rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), count, 0, 0, static_cast<std::uint16_t>(data_room),
+    rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), count, kPoolCache, 0, static_cast<std::uint16_t>(data_room),
                                                 SOCKET_ID_ANY);
     if (pool == nullptr)
       return Status(ErrorCode::no_resource, "dpdk: cannot create a pool of " + std::to_string(count) + " mbufs of " +
@@ -452,8 +456,8 @@ Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, s
     // Attaching user memory needs an mbuf per in-place part: up to a window per peer of them
     // retained, with their shared info in their own data room (a few bytes).
     const std::string ext_name = "scdx" + std::to_string(id);
-    const std::uint32_t ext_count = peers * 2 * window_for(peers) + 4 * kBurst + 512;
-    rte_mempool* ext = rte_pktmbuf_pool_create(ext_name.c_str(), ext_count, 0, 0, 64, SOCKET_ID_ANY);
+    const std::uint32_t ext_count = peers * 2 * window_for(peers) + 4 * kBurst + 512 + cached;
+    rte_mempool* ext = rte_pktmbuf_pool_create(ext_name.c_str(), ext_count, kPoolCache, 0, 64, SOCKET_ID_ANY);
     if (ext == nullptr)
       return Status(ErrorCode::no_resource, "dpdk: cannot create a pool of " + std::to_string(ext_count) +
                                                 " small mbufs for zero-copy sends of channel " + std::to_string(c) + ": " +

@@ -124,4 +124,30 @@ const EalState& start_eal(const std::string& user_args) {
   return *state;
 }
 
+namespace {
+
+// Unregisters the thread's lcore at thread exit, so that threads that come and go (one set per
+// communicator) do not use up RTE_MAX_LCORE.
+struct LcoreLease {
+  bool held = false;
+  ~LcoreLease() {
+    if (held) rte_thread_unregister();
+  }
+};
+
+}  // namespace
+
+void register_this_thread() {
+  if (rte_lcore_id() != LCORE_ID_ANY) return;  // the EAL's own thread, or registered already
+  thread_local LcoreLease lease;
+  if (rte_thread_register() == 0) {
+    lease.held = true;
+    return;
+  }
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    SC_LOG_WARN("dpdk: cannot register a progress thread as an lcore (%s): it runs without mempool caches (slower)",
+                rte_strerror(rte_errno));
+}
+
 }  // namespace sparcoll::transport::dpdk

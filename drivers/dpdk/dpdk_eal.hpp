@@ -40,4 +40,21 @@ std::mutex& control_mutex();
 
 std::string join_args(const std::vector<std::string>& args);
 
+// Mempool caches are per lcore, and a thread the EAL does not know (LCORE_ID_ANY: every thread
+// but the one that started the EAL) bypasses them: each mbuf it takes or returns goes through
+// the pool's shared ring, a FIFO that always hands out the coldest mbuf, and the copies into
+// cold mbufs cost a third of the dpdk driver's throughput (perf/transport_bw). The first call on
+// a thread registers it as a non-EAL lcore (rte_thread_register) for the rest of its life; it is
+// unregistered when the thread exits. Cheap after the first call. When every lcore id is taken
+// the thread runs without caches, logged once.
+void register_this_thread();
+
+inline void adopt_lcore() {
+  thread_local bool tried = false;
+  if (!tried) {
+    tried = true;
+    register_this_thread();
+  }
+}
+
 }  // namespace sparcoll::transport::dpdk
