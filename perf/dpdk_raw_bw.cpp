@@ -15,9 +15,11 @@
 //
 // Sender: UDP/IPv4/Ethernet frames with --size bytes of UDP payload, written once into every
 // mbuf of its pool when the pool is created (the template); per packet only the lengths and a
-// sequence number are set. Bursts of 32, partial bursts retried. Runs --seconds S or --packets N,
-// then sends an end marker (once on memif, 16 copies on lossy devices) carrying its counts and
-// keeps its port open 200 ms so the receiver stops polling before the sender disconnects.
+// sequence number are set (with --copy, the payload is also copied in from a buffer of the
+// program's, once per packet: the work a send() that copies adds). Bursts of 32, partial bursts
+// retried. Runs --seconds S or --packets N, then sends an end marker (once on memif, 16 copies
+// on lossy devices) carrying its counts and keeps its port open 200 ms so the receiver stops
+// polling before the sender disconnects.
 // Receiver: counts IPv4/UDP packets to --udp-port and their payload bytes from the first packet
 // to the last one before the marker; stops at the marker, after 2 s without packets, or when
 // the link goes down (the last two still print the line, but exit 1).
@@ -102,6 +104,7 @@ struct Flags {
   double timeout = 30.0;
   int lcore = -1;
   bool pin = true;
+  bool copy = false;  // sender: copy each payload from a buffer of its own (what a copying send API costs)
   std::uint16_t udp_port = 47000;
   rte_ether_addr dst_mac{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
   std::uint32_t src_ip = RTE_IPV4(10, 77, 0, 1);
@@ -117,6 +120,8 @@ void usage(std::FILE* out) {
       "                        device is not added (e.g. --vdev=net_af_packet0,iface=veth0)\n"
       "  --lcore N             EAL lcore (default: server 0, client 1)\n"
       "  --no-pin              leave the polling thread unpinned after EAL init\n"
+      "  --copy                sender: copy every payload into its mbuf from one buffer of the\n"
+      "                        program's (like a send() that copies), not the pool's template\n"
       "  --size BYTES          sender: UDP payload per packet, %u..%u (default 8192)\n"
       "  --seconds S           sender: run time (default 3)\n"
       "  --packets N           sender: send N packets instead of --seconds\n"
@@ -189,6 +194,10 @@ Flags parse_flags(int argc, char** argv) {
       f.pin = false;
       continue;
     }
+    if (a == "--copy") {
+      f.copy = true;
+      continue;
+    }
     if (a.rfind("--", 0) != 0) bad_flag("unexpected argument '" + a + "'");
     if (i + 1 >= argc) bad_flag("missing value after " + a);
     const std::string v = argv[++i];
@@ -235,8 +244,8 @@ Flags parse_flags(int argc, char** argv) {
     }
   }
   if (f.role.empty()) bad_flag("--role server|client is required");
-  if (f.role == "server" && (size_set || seconds_set || f.packets))
-    bad_flag("--size, --seconds and --packets are sender (client) flags");
+  if (f.role == "server" && (size_set || seconds_set || f.packets || f.copy))
+    bad_flag("--size, --seconds, --packets and --copy are sender (client) flags");
   if (f.packets && seconds_set) bad_flag("give --seconds or --packets, not both");
   if (f.lcore < 0) f.lcore = f.role == "server" ? 0 : 1;
   return f;
@@ -357,6 +366,9 @@ int run_sender(const Flags& f, std::uint16_t port, rte_mempool* pool, bool lossl
   const std::uint64_t stall = static_cast<std::uint64_t>(f.timeout * static_cast<double>(hz));
   std::uint64_t last = start;
   bool stalled = false;
+  // --copy: the payload after the sequence header comes from here, one memcpy per packet.
+  const std::size_t copied = f.size > sizeof(PayloadHeader) ? f.size - sizeof(PayloadHeader) : 0;
+  const std::vector<char> source(f.copy ? copied : 0, 0x5a);
   while (!g_stop) {
     std::uint16_t n = kBurst;
     if (f.packets) {
@@ -372,6 +384,7 @@ int run_sender(const Flags& f, std::uint16_t port, rte_mempool* pool, bool lossl
       m->pkt_len = frame_len;
       std::uint64_t s = seq + i;
       std::memcpy(rte_pktmbuf_mtod_offset(m, char*, kHeaders + offsetof(PayloadHeader, seq)), &s, sizeof s);
+      if (f.copy) std::memcpy(rte_pktmbuf_mtod_offset(m, char*, kHeaders + sizeof(PayloadHeader)), source.data(), copied);
     }
     const std::uint16_t sent = send_all(port, bufs, n, stall);
     seq += sent;

@@ -8,6 +8,8 @@
 #      payloads of SIZE + 62; both use memif bsize = frame rounded up to 128 and rsize 10 (1024
 #      buffers), what the driver configures. Layouts:
 #        raw     two processes, receiver pinned to CPU 0, sender to CPU 1;
+#        raw-cp  raw with the sender copying each payload from a buffer of its own into the mbuf
+#                (--copy): the work a send() that copies adds, without any protocol;
 #        drv-2p  the driver in the same layout (sparcoll-transport-bw --processes 2 --pin);
 #        drv-1p  both driver ends as two unpinned threads of one process (the old default);
 #        drv-zc  drv-2p with zero-copy sends (sparcoll-transport-bw --register: the sender
@@ -47,7 +49,8 @@ frame=$((size + 104)); bsize=$(( (frame + 127) / 128 * 128 )); rsize=10
 echo "# goodput, memif pair, $size-byte messages ($frame-byte frames, raw UDP payload $((frame - 42))), bsize=$bsize rsize=$rsize, 3 s each, Gbit/s of payload"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-printf "%-5s %-16s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n" round load raw drv-2p drv-1p drv-zc drv-zh ratio-2p ratio-1p ratio-zc ratio-zh
+printf "%-5s %-16s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n" round load raw raw-cp drv-2p drv-1p drv-zc drv-zh \
+  ratio-2p ratio-1p ratio-zc ratio-zh 2p/rawcp
 for round in $(seq 1 "$repeat"); do
   l=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/')
   socket=/sparcoll-bench-$$-$round
@@ -58,23 +61,38 @@ for round in $(seq 1 "$repeat"); do
     --seconds 3 >/dev/null 2>&1 || true
   wait $server || true
   raw=$(sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' "$tmp/raw" | head -1)
+  socket=/sparcoll-bench-cp-$$-$round
+  memif="bsize=$bsize,rsize=$rsize,socket=$socket"
+  "$build"/perf/sparcoll-dpdk-raw-bw --role server --eal "--vdev=net_memif0,role=server,$memif" >"$tmp/rawcp" 2>/dev/null &
+  server=$!
+  "$build"/perf/sparcoll-dpdk-raw-bw --role client --eal "--vdev=net_memif0,role=client,$memif" --size $((frame - 42)) \
+    --seconds 3 --copy >/dev/null 2>&1 || true
+  wait $server || true
+  rawcp=$(sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' "$tmp/rawcp" | head -1)
   d2=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin 2>"$tmp/d2" | awk '{print $10 * 8}')
   d1=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 2>"$tmp/d1" | awk '{print $10 * 8}')
   dz=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin --register \
     2>"$tmp/dz" | awk '{print $10 * 8}')
   dh=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin --register --hot \
     2>"$tmp/dh" | awk '{print $10 * 8}')
-  awk -v r="$round" -v l="$l" -v a="${raw:-0}" -v b="${d2:-0}" -v c="${d1:-0}" -v z="${dz:-0}" -v h="${dh:-0}" \
-    'BEGIN { printf "%-5s %-16s %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2fx %7.2fx\n", r, l, a, b, c, z, h,
-             (a > 0 ? b / a : 0), (a > 0 ? c / a : 0), (a > 0 ? z / a : 0), (a > 0 ? h / a : 0) }' |
+  awk -v r="$round" -v l="$l" -v a="${raw:-0}" -v p="${rawcp:-0}" -v b="${d2:-0}" -v c="${d1:-0}" -v z="${dz:-0}" \
+    -v h="${dh:-0}" \
+    'BEGIN { printf "%-5s %-16s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2fx %7.2fx %7.2fx\n", r, l, a, p, b, c,
+             z, h, (a > 0 ? b / a : 0), (a > 0 ? c / a : 0), (a > 0 ? z / a : 0), (a > 0 ? h / a : 0),
+             (p > 0 ? b / p : 0) }' |
     tee -a "$tmp/rows"
   grep -h "retransmitted" "$tmp/d2" | sed 's/^#/#   drv-2p/' || true
   grep -h "retransmitted" "$tmp/dz" | sed 's/^#/#   drv-zc/' || true
 done
-sort -k8 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-2p/raw: " $8 }'
-sort -k9 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-1p/raw: " $9 }'
-sort -k10 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-zc/raw: " $10 }'
-sort -k11 -n "$tmp/rows" | awk -v n="$repeat" 'NR == int((n + 1) / 2) { print "# median ratio drv-zh/raw: " $11 }'
+median() {  # median COLUMN LABEL
+  sort -k"$1" -n "$tmp/rows" | awk -v n="$repeat" -v c="$1" -v label="$2" \
+    'NR == int((n + 1) / 2) { print "# median ratio " label ": " $c }'
+}
+median 9 drv-2p/raw
+median 10 drv-1p/raw
+median 11 drv-zc/raw
+median 12 drv-zh/raw
+median 13 drv-2p/raw-cp
 [ "$goodput_only" = 1 ] && exit 0
 
 perf() {  # perf TRANSPORT DENSITY [ENV...]
