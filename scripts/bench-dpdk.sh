@@ -49,10 +49,14 @@ frame=$((size + 104)); bsize=$(( (frame + 127) / 128 * 128 )); rsize=10
 echo "# goodput, memif pair, $size-byte messages ($frame-byte frames, raw UDP payload $((frame - 42))), bsize=$bsize rsize=$rsize, 3 s each, Gbit/s of payload"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-printf "%-5s %-16s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n" round load raw raw-cp drv-2p drv-1p drv-zc drv-zh \
+# Steal: the share of CPU time the hypervisor gave to other guests during the round (from
+# /proc/stat); on a shared host it, more than the load average, is what makes rounds differ.
+cpu_times() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9 }' /proc/stat; }
+printf "%-5s %-16s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n" round load steal raw raw-cp drv-2p drv-1p drv-zc drv-zh \
   ratio-2p ratio-1p ratio-zc ratio-zh 2p/rawcp
 for round in $(seq 1 "$repeat"); do
   l=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/')
+  read -r total0 steal0 < <(cpu_times)
   socket=/sparcoll-bench-$$-$round
   memif="bsize=$bsize,rsize=$rsize,socket=$socket"
   "$build"/perf/sparcoll-dpdk-raw-bw --role server --eal "--vdev=net_memif0,role=server,$memif" >"$tmp/raw" 2>/dev/null &
@@ -75,9 +79,11 @@ for round in $(seq 1 "$repeat"); do
     2>"$tmp/dz" | awk '{print $10 * 8}')
   dh=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin --register --hot \
     2>"$tmp/dh" | awk '{print $10 * 8}')
-  awk -v r="$round" -v l="$l" -v a="${raw:-0}" -v p="${rawcp:-0}" -v b="${d2:-0}" -v c="${d1:-0}" -v z="${dz:-0}" \
+  read -r total1 steal1 < <(cpu_times)
+  st=$(awk -v t=$((total1 - total0)) -v s=$((steal1 - steal0)) 'BEGIN { printf "%.0f%%", (t > 0 ? 100 * s / t : 0) }')
+  awk -v r="$round" -v l="$l" -v st="$st" -v a="${raw:-0}" -v p="${rawcp:-0}" -v b="${d2:-0}" -v c="${d1:-0}" -v z="${dz:-0}" \
     -v h="${dh:-0}" \
-    'BEGIN { printf "%-5s %-16s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2fx %7.2fx %7.2fx\n", r, l, a, p, b, c,
+    'BEGIN { printf "%-5s %-16s %6s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2fx %7.2fx %7.2fx\n", r, l, st, a, p, b, c,
              z, h, (a > 0 ? b / a : 0), (a > 0 ? c / a : 0), (a > 0 ? z / a : 0), (a > 0 ? h / a : 0),
              (p > 0 ? b / p : 0) }' |
     tee -a "$tmp/rows"
@@ -88,11 +94,11 @@ median() {  # median COLUMN LABEL
   sort -k"$1" -n "$tmp/rows" | awk -v n="$repeat" -v c="$1" -v label="$2" \
     'NR == int((n + 1) / 2) { print "# median ratio " label ": " $c }'
 }
-median 9 drv-2p/raw
-median 10 drv-1p/raw
-median 11 drv-zc/raw
-median 12 drv-zh/raw
-median 13 drv-2p/raw-cp
+median 10 drv-2p/raw
+median 11 drv-1p/raw
+median 12 drv-zc/raw
+median 13 drv-zh/raw
+median 14 drv-2p/raw-cp
 [ "$goodput_only" = 1 ] && exit 0
 
 perf() {  # perf TRANSPORT DENSITY [ENV...]
