@@ -105,7 +105,7 @@ perf() {  # perf TRANSPORT DENSITY [ENV...]
   local transport=$1 density=$2
   shift 2
   env "$@" "$build"/src/tools/sparcoll-run -n 2 --transport "$transport" --no-prefix -- "$build"/perf/sparcoll-perf \
-    --elements 4194304 --density "$density" --iters 10 --warmup 2 --check $header --json "$build"/bench-dpdk.jsonl
+    --elements 4194304 --density "$density" --iters 30 --warmup 3 --check $header --json "$build"/bench-dpdk.jsonl
   header=--no-header
 }
 echo "# block-sparse allreduce, 2 ranks, 4194304 x f32 (16 MiB), block 256"
