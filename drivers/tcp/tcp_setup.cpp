@@ -263,6 +263,13 @@ Status Handshaker::accept_all() {
     auto p = std::make_unique<Pending>();
     p->fd = fd;
     p->remote = format_address(from);
+    // Accepted connections need it too (the listener has none to inherit): with Nagle on one
+    // side, a small write waited for the peer's delayed ack, ~40 ms per block-sparse op.
+    const Status nodelay = set_nodelay(fd, p->remote);
+    if (!nodelay.ok()) {
+      close(fd);
+      return nodelay;
+    }
     p->step = Pending::Step::reading_hello;
     p->in_need = kHandshakeHeaderBytes;
     p->tag = pending_.size();
