@@ -434,9 +434,12 @@ Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, s
   // every ring), device descriptors, and slack for bursts and control frames.
   std::uint32_t count = peers * 2 * window_for(peers) + kMaxDeliver + kRingSize + 4 * kBurst + 512;
   if (!core_->memif) count += rx_descriptors + kTxDescriptors + ctx.channels * kRingSize;
-  // Parked in per-lcore caches: every channel's thread may free this pool's mbufs (steering),
-  // and the closer thread at teardown.
-  const std::uint32_t cached = (ctx.channels + 1) * (kPoolCache * 3 / 2);
+  // Parked in per-lcore caches (up to 1.5x kPoolCache each): the channel's own thread and the
+  // closer's at teardown; in port mode every channel's thread, since steering hands a frame
+  // from this pool to another channel, which frees it. (Sizing for every thread in memif mode
+  // too ran a 4-process test cluster out of the EAL's 512 MB.)
+  const std::uint32_t holders = core_->memif ? 2 : ctx.channels + 1;
+  const std::uint32_t cached = holders * (kPoolCache * 3 / 2);
   count += cached;
   // At least 2 KiB: some PMDs insist that a whole device frame fits one mbuf whatever the MTU
   // (af_packet: its framesz, 2048 by default, less its own header).

@@ -44,7 +44,7 @@ std::vector<std::string> eal_arguments(const std::string& user_args) {
   };
   const Default defaults[] = {
       {{"--no-huge"}, {"--no-huge", "--huge-dir", "--socket-mem", "--in-memory", "--huge-unlink", "--single-file-segments"}},
-      {{"-m", "512"}, {"-m", "--socket-mem", "--socket-limit"}},
+      {{"-m", "1024"}, {"-m", "--socket-mem", "--socket-limit"}},
       {{"--no-pci"}, {"--no-pci", "-a", "--allow", "-b", "--block", "-w", "--pci-whitelist"}},
       {{"--no-shconf"}, {"--no-shconf", "--proc-type", "--in-memory"}},
       {{"--no-telemetry"}, {"--no-telemetry", "--telemetry"}},

@@ -3,7 +3,7 @@
 //
 // Arguments: the defaults below, then SPARCOLL_DPDK_EAL_ARGS (whitespace-separated) appended.
 // A user argument that conflicts with a default removes that default (a PCI allow-list removes
-// --no-pci, -l/--lcores remove -l 0, -m/--socket-mem remove -m 512, ...). rte_eal_init pins the
+// --no-pci, -l/--lcores remove -l 0, -m/--socket-mem remove -m 1024, ...). rte_eal_init pins the
 // calling thread to its lcore's CPU; the thread's previous affinity is restored right after, so
 // threads created later (progress threads) do not all inherit CPU 0.
 #pragma once

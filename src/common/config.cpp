@@ -417,7 +417,7 @@ const std::vector<ConfigVariable>& config_variables() {
        "GID table index the rdma transport addresses its peers with (show_gids or ibv_devinfo -v lists them).", {},
        &parse_nonnegative_int<&Options::ib_gid_index>},
       {"SPARCOLL_DPDK_EAL_ARGS", "dpdk_eal_args", "(empty)",
-       "arguments appended to the dpdk transport's EAL defaults (--no-huge -m 512 --no-pci --no-shconf "
+       "arguments appended to the dpdk transport's EAL defaults (--no-huge -m 1024 --no-pci --no-shconf "
        "--no-telemetry, quiet logs, -l 0; a conflicting argument replaces its default). Without a device the "
        "transport links local processes by memif; with one (--vdev=net_af_packet0,iface=veth0 or -a <pci "
        "address>) it runs on that port. The EAL starts once per process.",

@@ -168,7 +168,7 @@ TEST(DpdkEalArguments, DefaultsAndReplacements) {
   };
   const auto defaults = eal_arguments("");
   EXPECT_EQ(join_args(defaults),
-            "sparcoll --no-huge -m 512 --no-pci --no-shconf --no-telemetry --log-level=lib.eal:error "
+            "sparcoll --no-huge -m 1024 --no-pci --no-shconf --no-telemetry --log-level=lib.eal:error "
             "--log-level=pmd.*:error -l 0");
   EXPECT_FALSE(eal_arguments_name_a_device(defaults));
 
@@ -185,10 +185,10 @@ TEST(DpdkEalArguments, DefaultsAndReplacements) {
   EXPECT_TRUE(eal_arguments_name_a_device(vdev));
   EXPECT_EQ(vdev.back(), "--socket-mem=256");
 
-  const auto lcores = eal_arguments("--lcores=1 -m 1024 --log-level=pmd.*:debug");
+  const auto lcores = eal_arguments("--lcores=1 -m 2048 --log-level=pmd.*:debug");
   EXPECT_FALSE(has(lcores, "-l"));
-  EXPECT_TRUE(has(lcores, "1024"));
-  EXPECT_FALSE(has(lcores, "512"));
+  EXPECT_TRUE(has(lcores, "2048"));
+  EXPECT_FALSE(has(lcores, "1024"));
   EXPECT_EQ(lcores.back(), "--log-level=pmd.*:debug") << "the user's log level comes last and wins";
 }
 

@@ -104,7 +104,12 @@ std::vector<Status> DriverCluster::create(const std::vector<std::uint32_t>& whic
 Status DriverCluster::start() {
   Status status = start_store();
   if (!status.ok()) return status;
-  for (Status& result : create())
+  // When one rank fails on its own (say, out of memory), the others time out waiting for it:
+  // report the cause, not the first timeout.
+  const std::vector<Status> results = create();
+  for (const Status& result : results)
+    if (!result.ok() && result.code() != ErrorCode::timeout) return result;
+  for (const Status& result : results)
     if (!result.ok()) return result;
   return Status::Ok();
 }
