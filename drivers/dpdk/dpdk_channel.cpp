@@ -389,22 +389,10 @@ void DpdkChannel::transmit_data(Peer& p, std::uint64_t seq, bool at_timeout) {
     ++counters_.dropped_by_hook;
     return;
   }
-  // The device frees this reference once it sent the frame. A frame on its first transmission
-  // was just built and is ours alone: a plain store, not a locked add per segment (the atomics
-  // showed in the sender's profile).
-  const bool fresh = slot.tx_count == 1;
-  if (fresh) {
-    for (rte_mbuf* m = slot.m; m != nullptr; m = m->next) rte_mbuf_refcnt_set(m, 2);
-  } else {
-    ref_chain(slot.m, 1);
-  }
+  ref_chain(slot.m, 1);  // the device frees this reference once it sent the frame
   const auto pos = static_cast<std::uint32_t>(pos_of_[p.index]);
   if (!push(*backlogs_[p.target], TxEntry{slot.m, seq, pos, FrameType::data})) {
-    if (fresh) {
-      for (rte_mbuf* m = slot.m; m != nullptr; m = m->next) rte_mbuf_refcnt_set(m, 1);
-    } else {
-      ref_chain(slot.m, -1);
-    }
+    ref_chain(slot.m, -1);
     return;  // the retransmission timer tries again
   }
   slot.queued = true;
