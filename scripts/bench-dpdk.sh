@@ -54,25 +54,22 @@ trap 'rm -rf "$tmp"' EXIT
 cpu_times() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9 }' /proc/stat; }
 printf "%-5s %-16s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n" round load steal raw raw-cp drv-2p drv-1p drv-zc drv-zh \
   ratio-2p ratio-1p ratio-zc ratio-zh 2p/rawcp
-for round in $(seq 1 "$repeat"); do
-  l=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/')
-  read -r total0 steal0 < <(cpu_times)
-  socket=/sparcoll-bench-$$-$round
-  memif="bsize=$bsize,rsize=$rsize,socket=$socket"
+# Gbit/s of one raw run (sparcoll-dpdk-raw-bw receiver + sender) on a fresh memif pair.
+raw_goodput() {  # raw_goodput NAME [SENDER FLAGS...]
+  local memif="bsize=$bsize,rsize=$rsize,socket=/sparcoll-bench-$$-$1" server
+  shift
   "$build"/perf/sparcoll-dpdk-raw-bw --role server --eal "--vdev=net_memif0,role=server,$memif" >"$tmp/raw" 2>/dev/null &
   server=$!
   "$build"/perf/sparcoll-dpdk-raw-bw --role client --eal "--vdev=net_memif0,role=client,$memif" --size $((frame - 42)) \
-    --seconds 3 >/dev/null 2>&1 || true
+    --seconds 3 "$@" >/dev/null 2>&1 || true
   wait $server || true
-  raw=$(sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' "$tmp/raw" | head -1)
-  socket=/sparcoll-bench-cp-$$-$round
-  memif="bsize=$bsize,rsize=$rsize,socket=$socket"
-  "$build"/perf/sparcoll-dpdk-raw-bw --role server --eal "--vdev=net_memif0,role=server,$memif" >"$tmp/rawcp" 2>/dev/null &
-  server=$!
-  "$build"/perf/sparcoll-dpdk-raw-bw --role client --eal "--vdev=net_memif0,role=client,$memif" --size $((frame - 42)) \
-    --seconds 3 --copy >/dev/null 2>&1 || true
-  wait $server || true
-  rawcp=$(sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' "$tmp/rawcp" | head -1)
+  sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' "$tmp/raw" | head -1
+}
+for round in $(seq 1 "$repeat"); do
+  l=$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '/')
+  read -r total0 steal0 < <(cpu_times)
+  raw=$(raw_goodput "raw-$round")
+  rawcp=$(raw_goodput "cp-$round" --copy)
   d2=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin 2>"$tmp/d2" | awk '{print $10 * 8}')
   d1=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 2>"$tmp/d1" | awk '{print $10 * 8}')
   dz=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin --register \
