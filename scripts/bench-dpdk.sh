@@ -6,7 +6,9 @@
 #      each round and the median ratios. Same frame and link for both: a driver message of
 #      SIZE bytes (default 8192) is a frame of SIZE + 104 bytes, so the raw tool sends UDP
 #      payloads of SIZE + 62; both use memif bsize = frame rounded up to 128 and rsize 10 (1024
-#      buffers), what the driver configures. Layouts:
+#      buffers), what the driver configures. The receiver is the memif client and runs memif
+#      zero-copy, the sender the server, as in the driver's link between rank 1 and rank 0
+#      (SPARCOLL_DPDK_MEMIF_ZERO_COPY=auto). Layouts:
 #        raw     two processes, receiver pinned to CPU 0, sender to CPU 1;
 #        raw-cp  raw with the sender copying each payload from a buffer of its own into the mbuf
 #                (--copy): the work a send() that copies adds, without any protocol;
@@ -16,7 +18,9 @@
 #                rotates over 4 registered buffers, 32 MiB each, and waits for
 #                user_memory_released() before reusing one; memif still copies once, like raw);
 #        drv-zh  drv-zc from one unchanging registered buffer (--register --hot): a source in
-#                cache, like the copy rows' single buffer and the raw tool's recycled mbufs.
+#                cache, like the copy rows' single buffer and the raw tool's recycled mbufs;
+#        drv-nz  drv-2p with memif zero-copy off (SPARCOLL_DPDK_MEMIF_ZERO_COPY=off): a plain
+#                memif pair, each side copying once per frame.
 #   2. block-sparse allreduce, 2 ranks, 16 MiB fp32, over dpdk (memif), shm and tcp at 1%, 10%, 100%;
 #   3. the same over dpdk with 1% of the data frames dropped (SPARCOLL_DPDK_DROP_EVERY=100):
 #      the slowdown recovery costs.
@@ -52,17 +56,20 @@ trap 'rm -rf "$tmp"' EXIT
 # Steal: the share of CPU time the hypervisor gave to other guests during the round (from
 # /proc/stat); on a shared host it, more than the load average, is what makes rounds differ.
 cpu_times() { awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9 }' /proc/stat; }
-printf "%-5s %-16s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n" round load steal raw raw-cp drv-2p drv-1p drv-zc drv-zh \
-  ratio-2p ratio-1p ratio-zc ratio-zh 2p/rawcp
+printf "%-5s %-16s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n" round load steal raw raw-cp drv-2p drv-1p drv-zc drv-zh \
+  drv-nz ratio-2p ratio-1p ratio-zc ratio-zh 2p/rawcp nz/raw
 # Gbit/s of one raw run (sparcoll-dpdk-raw-bw receiver + sender) on a fresh memif pair.
 raw_goodput() {  # raw_goodput NAME [SENDER FLAGS...]
   local memif="bsize=$bsize,rsize=$rsize,socket=/sparcoll-bench-$$-$1" server
   shift
-  "$build"/perf/sparcoll-dpdk-raw-bw --role server --eal "--vdev=net_memif0,role=server,$memif" >"$tmp/raw" 2>/dev/null &
-  server=$!
-  "$build"/perf/sparcoll-dpdk-raw-bw --role client --eal "--vdev=net_memif0,role=client,$memif" --size $((frame - 42)) \
-    --seconds 3 "$@" >/dev/null 2>&1 || true
-  wait $server || true
+  # The sender (memif server) first: a memif client needs its server listening.
+  "$build"/perf/sparcoll-dpdk-raw-bw --role client --eal "--single-file-segments --vdev=net_memif0,role=server,$memif" \
+    --size $((frame - 42)) --seconds 3 "$@" >/dev/null 2>&1 &
+  sender=$!
+  sleep 0.3
+  "$build"/perf/sparcoll-dpdk-raw-bw --role server \
+    --eal "--single-file-segments --vdev=net_memif0,role=client,zero-copy=yes,$memif" >"$tmp/raw" 2>/dev/null || true
+  wait $sender || true
   sed -n 's/.*gbit_per_s=\([0-9.]*\).*/\1/p' "$tmp/raw" | head -1
 }
 for round in $(seq 1 "$repeat"); do
@@ -76,13 +83,15 @@ for round in $(seq 1 "$repeat"); do
     2>"$tmp/dz" | awk '{print $10 * 8}')
   dh=$("$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 --processes 2 --pin --register --hot \
     2>"$tmp/dh" | awk '{print $10 * 8}')
+  dn=$(SPARCOLL_DPDK_MEMIF_ZERO_COPY=off "$build"/perf/sparcoll-transport-bw --driver dpdk --size "$size" --seconds 3 \
+    --processes 2 --pin 2>/dev/null | awk '{print $10 * 8}')
   read -r total1 steal1 < <(cpu_times)
   st=$(awk -v t=$((total1 - total0)) -v s=$((steal1 - steal0)) 'BEGIN { printf "%.0f%%", (t > 0 ? 100 * s / t : 0) }')
   awk -v r="$round" -v l="$l" -v st="$st" -v a="${raw:-0}" -v p="${rawcp:-0}" -v b="${d2:-0}" -v c="${d1:-0}" -v z="${dz:-0}" \
-    -v h="${dh:-0}" \
-    'BEGIN { printf "%-5s %-16s %6s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2fx %7.2fx %7.2fx\n", r, l, st, a, p, b, c,
-             z, h, (a > 0 ? b / a : 0), (a > 0 ? c / a : 0), (a > 0 ? z / a : 0), (a > 0 ? h / a : 0),
-             (p > 0 ? b / p : 0) }' |
+    -v h="${dh:-0}" -v n="${dn:-0}" \
+    'BEGIN { printf "%-5s %-16s %6s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f %7.2fx %7.2fx %7.2fx %7.2fx %7.2fx %7.2fx\n", r, l, st, a, p, b, c,
+             z, h, n, (a > 0 ? b / a : 0), (a > 0 ? c / a : 0), (a > 0 ? z / a : 0), (a > 0 ? h / a : 0),
+             (p > 0 ? b / p : 0), (a > 0 ? n / a : 0) }' |
     tee -a "$tmp/rows"
   grep -h "retransmitted" "$tmp/d2" | sed 's/^#/#   drv-2p/' || true
   grep -h "retransmitted" "$tmp/dz" | sed 's/^#/#   drv-zc/' || true
@@ -91,11 +100,12 @@ median() {  # median COLUMN LABEL
   sort -k"$1" -n "$tmp/rows" | awk -v n="$repeat" -v c="$1" -v label="$2" \
     'NR == int((n + 1) / 2) { print "# median ratio " label ": " $c }'
 }
-median 10 drv-2p/raw
-median 11 drv-1p/raw
-median 12 drv-zc/raw
-median 13 drv-zh/raw
-median 14 drv-2p/raw-cp
+median 11 drv-2p/raw
+median 12 drv-1p/raw
+median 13 drv-zc/raw
+median 14 drv-zh/raw
+median 15 drv-2p/raw-cp
+median 16 drv-nz/raw
 [ "$goodput_only" = 1 ] && exit 0
 
 perf() {  # perf TRANSPORT DENSITY [ENV...]

@@ -35,6 +35,7 @@ struct DpdkChannel::Peer {
   std::string label;
   FrameHeader tmpl;  // headers of frames we send it; type, seq and ack fields filled per frame
   std::uint32_t target = 0;
+  bool copy_user_memory = false;  // PeerSetup::copy_user_memory
 
   // Send side.
   struct Slot {
@@ -146,6 +147,7 @@ DpdkChannel::DpdkChannel(ChannelSetup setup)
     p->index = ps.index;
     p->label = ps.label;
     p->target = ps.target;
+    p->copy_user_memory = ps.copy_user_memory;
     p->tx.resize(window_);
     p->rx.resize(window_);
     FrameHeader& h = p->tmpl;
@@ -435,7 +437,7 @@ SendResult DpdkChannel::send_message(std::uint32_t peer_index, const struct iove
     if (b.count == b.entries.size()) return SendResult::no_resource;
   }
   rte_mbuf* m = nullptr;
-  bool copy = user == nullptr;
+  bool copy = user == nullptr || p.copy_user_memory;
   if (!copy) m = build_chain(p, p.next_seq, iov, iovcnt, static_cast<std::uint32_t>(len), *user, &copy);
   if (copy) m = build(p, FrameType::data, p.next_seq, iov, iovcnt, static_cast<std::uint32_t>(len));
   if (m == nullptr) return SendResult::no_resource;

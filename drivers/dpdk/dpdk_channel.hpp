@@ -99,6 +99,9 @@ struct PeerSetup {
   std::uint16_t udp_port = 0;  // the peer's port for this channel
   std::uint64_t job_id = 0;
   std::uint32_t target = 0;    // index into ChannelSetup::targets
+  // Sends to it never chain user memory: our side of its link is a memif zero-copy client,
+  // whose descriptors can only name EAL memory (dpdk_driver.cpp).
+  bool copy_user_memory = false;
 };
 
 struct ChannelSetup {

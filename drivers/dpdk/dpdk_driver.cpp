@@ -22,6 +22,18 @@
 // NIC) must reach it: rte_extmem_register + rte_dev_dma_map of the covering pages (IOVA = VA
 // only); when that fails, or a port does not take multi-segment frames, register_memory
 // declines (sends copy) and says why once.
+//
+// memif zero-copy (SPARCOLL_DPDK_MEMIF_ZERO_COPY, auto by default): on a zero-copy link the
+// client (the higher index) shares its EAL memory with the server, so its tx_burst hands the
+// server descriptors of our mbufs and its rx_burst gets mbufs the server copied into: the only
+// copy per frame is the server's. The client's sends from registered user memory to such a link
+// are copied instead of chained (memif 22.11 can only describe the EAL's first memseg list, and
+// user memory is not in it); the server's sends chain as before.
+// One zero-copy link per process, ever: DPDK 22.11's memif client closes the EAL's own memory
+// fd when a zero-copy link disconnects (memif_free_regions), so a second link would hand its
+// server a stale descriptor (or one that now names another file; seen as an EAL panic) and
+// close that number again when it goes. The first driver with a client link claims it for its
+// link to its lowest-index peer; every other link copies as a plain memif pair does.
 #define ALLOW_EXPERIMENTAL_API 1  // rte_dev_dma_map / rte_dev_dma_unmap
 #include <atomic>
 #include <chrono>
@@ -150,6 +162,7 @@ std::uint32_t round_up(std::uint32_t v, std::uint32_t to) { return (v + to - 1) 
 // Everything a driver owns in DPDK; handed to the background closer when its peers are slow.
 struct Core {
   bool memif = true;
+  std::int32_t memif_zero_copy_link = -1;  // the peer position whose link runs memif zero-copy (top of file)
   bool complete = false;              // setup finished: teardown must be a handshake
   std::vector<PortHandle> ports;      // memif: one per peer position; port mode: one, shared
   std::vector<rte_mempool*> pools;    // by channel
@@ -262,6 +275,7 @@ class Closer {
 };
 
 std::atomic<std::uint32_t> g_object_counter{0};
+std::atomic<bool> g_memif_zero_copy_claimed{false};  // see "One zero-copy link per process" above
 
 class DpdkDriver final : public Driver {
  public:
@@ -434,6 +448,9 @@ Status DpdkDriver::create_pools(const DriverContext& ctx, std::uint32_t frame, s
   // every ring), device descriptors, and slack for bursts and control frames.
   std::uint32_t count = peers * 2 * window_for(peers) + kMaxDeliver + kRingSize + 4 * kBurst + 512;
   if (!core_->memif) count += rx_descriptors + kTxDescriptors + ctx.channels * kRingSize;
+  // A memif zero-copy client keeps its rx ring stocked with our mbufs (one per ring slot) for
+  // the server to copy into.
+  if (core_->memif_zero_copy_link >= 0) count += 1u << kMemifLog2Ring;
   // Parked in per-lcore caches (up to 1.5x kPoolCache each): the channel's own thread and the
   // closer's at teardown; in port mode every channel's thread, since steering hands a frame
   // from this pool to another channel, which frees it. (Sizing for every thread in memif mode
@@ -490,7 +507,8 @@ Status DpdkDriver::create_memif_link(const DriverContext& ctx, const Identity& m
   const std::uint32_t bsize = round_up(std::min(me.frame, them.frame), 128);
   const std::string args = "id=0,role=" + std::string(server ? "server" : "client") + ",socket=" + socket +
                            ",bsize=" + std::to_string(bsize) + ",rsize=" + std::to_string(kMemifLog2Ring) +
-                           ",mac=" + mac_text(me.mac);
+                           ",mac=" + mac_text(me.mac) +
+                           (static_cast<std::int32_t>(i) == core_->memif_zero_copy_link ? ",zero-copy=yes" : "");
   bool multi_seg = false;
   Status status = create_memif_port(name, args, core_->pools, &core_->ports[i], &multi_seg);
   if (!multi_seg) core_->multi_seg = false;
@@ -568,6 +586,22 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
   if (!eal.status.ok()) return eal.status;
   core_ = std::make_unique<Core>();
   core_->memif = !eal.has_device;
+  // memif zero-copy for the link to the lowest-index peer this process is the client of.
+  std::int32_t first_client_link = -1;
+  for (std::size_t i = 0; i < ctx.peers.size(); ++i)
+    if (ctx.peers[i] < ctx.self && (first_client_link < 0 || ctx.peers[i] < ctx.peers[first_client_link]))
+      first_client_link = static_cast<std::int32_t>(i);
+  if (core_->memif && o.dpdk_memif_zero_copy == "auto" && first_client_link >= 0) {
+    if (!eal.shareable_memory)
+      SC_LOG_INFO("dpdk: memif zero-copy is off: the EAL's memory is not one shareable file (that needs --no-huge "
+                  "--single-file-segments; the EAL runs with '%s')",
+                  join_args(eal.args).c_str());
+    else if (g_memif_zero_copy_claimed.exchange(true))
+      SC_LOG_INFO("dpdk: memif zero-copy is off for these links: an earlier link of this process had it (one per "
+                  "process: DPDK 22.11's memif closes the EAL's memory fd when a zero-copy link goes)");
+    else
+      core_->memif_zero_copy_link = first_client_link;
+  }
 
   Identity me;
   PortFacts facts;
@@ -619,8 +653,11 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
   if (core_->memif) {
     status = open_memif_ports(ctx, me, peers, deadline);
     if (!status.ok()) return status;
-    SC_LOG_INFO("dpdk: memif mode, %zu links, %u queue pairs each (one per channel), frames up to %u bytes",
-                core_->ports.size(), ctx.channels, frame);
+    const std::int32_t zc = core_->memif_zero_copy_link;
+    SC_LOG_INFO("dpdk: memif mode, %zu links, %u queue pairs each (one per channel), frames up to %u bytes, memif "
+                "zero-copy %s",
+                core_->ports.size(), ctx.channels, frame,
+                zc >= 0 ? ("on the link to " + process_name(ctx, ctx.peers[static_cast<std::size_t>(zc)])).c_str() : "off");
   } else {
     status = configure_shared_port(core_->ports[0], ctx.channels, core_->pools, me.ip, static_cast<std::uint16_t>(me.udp),
                                    &shared);
@@ -698,6 +735,7 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
       ps.job_id = fnv1a64(o.job_token + "\n" + ctx.key_prefix + "\n" + hex64(lower ? me.nonce : them.nonce) + "\n" +
                           hex64(lower ? them.nonce : me.nonce) + "\njob");
       ps.target = core_->memif ? static_cast<std::uint32_t>(i) : 0;
+      ps.copy_user_memory = static_cast<std::int32_t>(i) == core_->memif_zero_copy_link;
       ps.label = process_name(ctx, peer) + " (mac " + mac_text(them.mac) + ", " + ip_text(them.ip) + ":" +
                  std::to_string(ps.udp_port) + ")";
       cs.peers.push_back(std::move(ps));

@@ -44,6 +44,9 @@ std::vector<std::string> eal_arguments(const std::string& user_args) {
   };
   const Default defaults[] = {
       {{"--no-huge"}, {"--no-huge", "--huge-dir", "--socket-mem", "--in-memory", "--huge-unlink", "--single-file-segments"}},
+      // One memfd-backed file for all of the (--no-huge) memory: a memif zero-copy client shares
+      // it with its server (dpdk_driver.cpp).
+      {{"--single-file-segments"}, {"--single-file-segments", "--huge-dir", "--socket-mem", "--in-memory", "--huge-unlink", "--legacy-mem"}},
       {{"-m", "1024"}, {"-m", "--socket-mem", "--socket-limit"}},
       {{"--no-pci"}, {"--no-pci", "-a", "--allow", "-b", "--block", "-w", "--pci-whitelist"}},
       {{"--no-shconf"}, {"--no-shconf", "--proc-type", "--in-memory"}},
@@ -115,6 +118,7 @@ const EalState& start_eal(const std::string& user_args) {
                   rte_eth_dev_count_avail());
     }
     state->tsc_hz = rte_get_tsc_hz();
+    state->shareable_memory = rte_eal_has_hugepages() == 0 && rte_mcfg_get_single_file_segments();
   });
   static std::atomic<bool> warned{false};
   if (state->status.ok() && !state->reused && user_args != *first_args && !warned.exchange(true))

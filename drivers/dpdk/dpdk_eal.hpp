@@ -22,6 +22,10 @@ struct EalState {
   std::vector<std::string> args;   // what rte_eal_init got (argv[0] included)
   bool reused = false;             // someone else in this process had started it already
   bool has_device = false;         // the arguments name a device (--vdev, -a/--allow): port mode
+  // All of the EAL's memory is one memfd-backed file (--no-huge --single-file-segments): a memif
+  // zero-copy client can share it with its server. With hugepages memif 22.11 would describe
+  // only the first memseg list to the server (its "region 1"), so zero-copy stays off there.
+  bool shareable_memory = false;
   std::uint64_t tsc_hz = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <rte_bus_vdev.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
+#include <rte_eal_memconfig.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_flow.h>

@@ -58,6 +58,7 @@ struct Options {
   std::string dpdk_ip;                       // SPARCOLL_DPDK_IP: ipv4 in port mode; empty = the rendezvous address
   std::uint32_t dpdk_udp_port = 47000;       // SPARCOLL_DPDK_UDP_PORT: channel c uses this + c
   std::uint32_t dpdk_drop_every = 0;         // SPARCOLL_DPDK_DROP_EVERY: drop every Nth data frame sent (tests); 0 = off
+  std::string dpdk_memif_zero_copy = "auto";  // SPARCOLL_DPDK_MEMIF_ZERO_COPY: auto | off (one memif link per process)
 
   // --- diagnostics --------------------------------------------------------------------------
   std::string log_level = "warn";  // SPARCOLL_LOG_LEVEL: error | warn | info | debug

@@ -28,6 +28,7 @@ constexpr std::array<std::string_view, 7> kAlgorithms = {"block_sparse", "auto",
                                                         "dsar_split_allgather"};
 constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
 constexpr std::array<std::string_view, 4> kPollModes = {"spin", "yield", "auto", "event"};
+constexpr std::array<std::string_view, 2> kMemifZeroCopy = {"auto", "off"};
 constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warn", "info", "debug"};
 
@@ -417,7 +418,7 @@ const std::vector<ConfigVariable>& config_variables() {
        "GID table index the rdma transport addresses its peers with (show_gids or ibv_devinfo -v lists them).", {},
        &parse_nonnegative_int<&Options::ib_gid_index>},
       {"SPARCOLL_DPDK_EAL_ARGS", "dpdk_eal_args", "(empty)",
-       "arguments appended to the dpdk transport's EAL defaults (--no-huge -m 1024 --no-pci --no-shconf "
+       "arguments appended to the dpdk transport's EAL defaults (--no-huge --single-file-segments -m 1024 --no-pci --no-shconf "
        "--no-telemetry, quiet logs, -l 0; a conflicting argument replaces its default). Without a device the "
        "transport links local processes by memif; with one (--vdev=net_af_packet0,iface=veth0 or -a <pci "
        "address>) it runs on that port. The EAL starts once per process.",
@@ -434,6 +435,12 @@ const std::vector<ConfigVariable>& config_variables() {
        "test hook: the dpdk transport drops every Nth data frame it sends, per channel (retransmissions "
        "included) instead of sending it; 0 = off.",
        {}, &parse_nonnegative_u32<&Options::dpdk_drop_every>},
+      {"SPARCOLL_DPDK_MEMIF_ZERO_COPY", "dpdk_memif_zero_copy", "auto",
+       "auto: in memif mode, one link per process runs memif zero-copy (the process's link to its lowest-index "
+       "peer, when it is that link's client; the server maps its EAL memory, so frames cross with one copy "
+       "instead of two); needs the EAL memory in one file (--no-huge --single-file-segments, the defaults). off: "
+       "every link copies on both sides.",
+       {}, &parse_choice<&Options::dpdk_memif_zero_copy, kMemifZeroCopy>},
       {"SPARCOLL_LOG_LEVEL", "log_level", "warn", "error, warn, info or debug.", {}, &parse_log_level},
       {"SPARCOLL_SIMD", "(read elsewhere: src/block/cpu_features.cpp)", "(best the cpu supports)",
        "caps the SIMD kernels: scalar, avx2 or avx512 (tests and benchmarks).", {}, nullptr},

@@ -592,7 +592,9 @@ TEST_F(DpdkOptions, VariablesReachTheirFieldsAndAreValidated) {
   set("SPARCOLL_DPDK_IP", "10.77.0.2");
   set("SPARCOLL_DPDK_UDP_PORT", "48000");
   set("SPARCOLL_DPDK_DROP_EVERY", "5");
+  set("SPARCOLL_DPDK_MEMIF_ZERO_COPY", "off");
   Options o = Options::from_env();
+  EXPECT_EQ(o.dpdk_memif_zero_copy, "off");
   EXPECT_EQ(o.dpdk_eal_args, "--vdev=net_af_packet0,iface=veth0 -l 1");
   EXPECT_EQ(o.dpdk_port, 0u);
   EXPECT_EQ(o.dpdk_ip, "10.77.0.2");
@@ -611,6 +613,9 @@ TEST_F(DpdkOptions, VariablesReachTheirFieldsAndAreValidated) {
   EXPECT_NE(problems.find("dpdk_port=65536 (SPARCOLL_DPDK_PORT) must be between 0 and 65535"), std::string::npos)
       << problems;
   set("SPARCOLL_DPDK_UDP_PORT", "0");
+  EXPECT_THROW((void)Options::from_env(), Error);
+  set("SPARCOLL_DPDK_UDP_PORT", "48000");
+  set("SPARCOLL_DPDK_MEMIF_ZERO_COPY", "on");  // only auto and off
   EXPECT_THROW((void)Options::from_env(), Error);
   // The documented defaults are the initialisers.
   const Options defaults;

@@ -168,7 +168,7 @@ TEST(DpdkEalArguments, DefaultsAndReplacements) {
   };
   const auto defaults = eal_arguments("");
   EXPECT_EQ(join_args(defaults),
-            "sparcoll --no-huge -m 1024 --no-pci --no-shconf --no-telemetry --log-level=lib.eal:error "
+            "sparcoll --no-huge --single-file-segments -m 1024 --no-pci --no-shconf --no-telemetry --log-level=lib.eal:error "
             "--log-level=pmd.*:error -l 0");
   EXPECT_FALSE(eal_arguments_name_a_device(defaults));
 
@@ -181,6 +181,7 @@ TEST(DpdkEalArguments, DefaultsAndReplacements) {
   const auto vdev = eal_arguments("  --vdev=net_af_packet0,iface=veth0\t--socket-mem=256 ");
   EXPECT_TRUE(has(vdev, "--no-pci")) << "a vdev keeps the PCI bus off";
   EXPECT_FALSE(has(vdev, "--no-huge"));
+  EXPECT_FALSE(has(vdev, "--single-file-segments")) << "hugepage layout stays the user's";
   EXPECT_FALSE(has(vdev, "-m"));
   EXPECT_TRUE(eal_arguments_name_a_device(vdev));
   EXPECT_EQ(vdev.back(), "--socket-mem=256");
@@ -190,6 +191,10 @@ TEST(DpdkEalArguments, DefaultsAndReplacements) {
   EXPECT_TRUE(has(lcores, "2048"));
   EXPECT_FALSE(has(lcores, "1024"));
   EXPECT_EQ(lcores.back(), "--log-level=pmd.*:debug") << "the user's log level comes last and wins";
+
+  // A user's own --no-huge keeps the single file (memif zero-copy shares it); --legacy-mem drops it.
+  EXPECT_TRUE(has(eal_arguments("--no-huge"), "--single-file-segments"));
+  EXPECT_FALSE(has(eal_arguments("--no-huge --legacy-mem"), "--single-file-segments"));
 }
 
 }  // namespace

@@ -107,6 +107,28 @@ TEST_F(AllreduceDpdk, ZeroCopyFromRegisteredBuffersWithDrops) {
   run(2, 2, args, {"SPARCOLL_DPDK_DROP_EVERY=7"});
 }
 
+// memif zero-copy: each rank process's link to its lowest-index peer is a zero-copy link when it
+// is that link's client (SPARCOLL_DPDK_MEMIF_ZERO_COPY=auto, the default); with off every link
+// copies. Both give exact sums, with registered (chained) sends and with loss; the log says which.
+TEST_F(AllreduceDpdk, MemifZeroCopyLinksAndCopyingLinksBothExact) {
+  const std::vector<std::string> args = {"--register", "--sizes", "1,257,100003", "--dtypes", "f32,i32", "--ops",
+                                         "sum,max", "--densities", "0,0.01,1", "--patterns", "random,disjoint"};
+  const auto zc = run(3, 0, args, {"SPARCOLL_LOG_LEVEL=info", "SPARCOLL_DPDK_DROP_EVERY=5"});
+  EXPECT_NE(zc.err.find("memif zero-copy on the link to rank 0"), std::string::npos) << zc.err;
+  const auto copying = run(3, 0, args, {"SPARCOLL_LOG_LEVEL=info", "SPARCOLL_DPDK_MEMIF_ZERO_COPY=off"});
+  EXPECT_EQ(copying.err.find("memif zero-copy on"), std::string::npos) << copying.err;
+  EXPECT_NE(copying.err.find("memif zero-copy off"), std::string::npos) << copying.err;
+}
+
+// A value the option does not know is refused before anything starts, naming the variable.
+TEST_F(AllreduceDpdk, UnknownMemifZeroCopyValueIsRefused) {
+  const auto r = launch({"-n", "2", "--transport", "dpdk", "--timeout", "60", "--", build_path("tests/integration/sparcoll-check"),
+                         "--sizes", "1"},
+                        {"SPARCOLL_DPDK_MEMIF_ZERO_COPY=yes"}, std::chrono::seconds(120));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE((r.out + r.err).find("SPARCOLL_DPDK_MEMIF_ZERO_COPY"), std::string::npos) << r.out << r.err;
+}
+
 // Multi-host simulation: one network namespace per process, af_packet on its veth, a bridge
 // between them; --loss drops that share of every host's frames at random.
 class AllreduceDpdkNetns : public ::testing::Test {
