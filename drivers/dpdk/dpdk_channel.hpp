@@ -27,6 +27,8 @@
 //               user memory again. Each attached mbuf keeps its shared info in its own unused
 //               data room; its free callback counts it down, and user_memory_released() is true
 //               when no attached mbuf is alive (every such frame acknowledged and transmitted).
+//               To a peer whose link is our memif zero-copy client link (copy_user_memory),
+//               such sends copy: that link's descriptors can only name EAL memory.
 //   closing     FIN (seq = data messages sent) / FIN_ACK ("I will not touch our link again");
 //               in a simultaneous close the lower process index answers, the higher one waits
 //               for the answer and then closes the link (see docs/dpdk.md).
