@@ -9,6 +9,9 @@
 //   sparcoll-transport-bw --driver dpdk --size 8192 --seconds 3 --processes 2 --pin
 // The sender sends until the driver refuses (no_resource) or 32 messages went out, then polls
 // once (progress, acks, credits): the pattern of the engine's progress loop.
+// --sender-rank 1 (with --processes 2): the sender is rank 1 and the receiver rank 0 (default:
+// the sender is rank 0). Drivers whose links are asymmetric (dpdk memif: the lower rank is the
+// server, the higher one may be a zero-copy client) are measured in both directions this way.
 // --lockstep: one thread drives both ends in turn (32 sends, a poll of each end): the CPU cost of
 // the transport per message, free of scheduling effects (one core's worth of work).
 // --register: zero-copy sends (Driver::register_memory, then send(…, UserMemory)): the sender
@@ -285,6 +288,7 @@ int main(int argc, char** argv) {
   double seconds = 3.0;
   int processes = 1;
   bool pin = false, lockstep = false, reg = false, hot = false;
+  std::uint32_t sender_rank = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--pin" || a == "--lockstep" || a == "--register" || a == "--hot") {
@@ -297,10 +301,12 @@ int main(int argc, char** argv) {
     else if (a == "--size") run.size = static_cast<std::uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
     else if (a == "--seconds") seconds = std::atof(v.c_str());
     else if (a == "--processes") processes = std::atoi(v.c_str());
-    else fail("unknown flag " + a + " (flags: --driver NAME --size BYTES --seconds S --processes 1|2 --pin --lockstep --register --hot)");
+    else if (a == "--sender-rank") sender_rank = static_cast<std::uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
+    else fail("unknown flag " + a + " (flags: --driver NAME --size BYTES --seconds S --processes 1|2 --sender-rank 0|1 --pin --lockstep --register --hot)");
   }
   if (run.size < 8 || run.size > (64u << 20) || seconds <= 0) fail("--size must be in [8, 64 MiB] and --seconds > 0");
   if (processes != 1 && processes != 2) fail("--processes must be 1 or 2");
+  if (sender_rank > 1 || (sender_rank == 1 && processes != 2)) fail("--sender-rank is 0 or 1, and 1 needs --processes 2");
   if (hot && !reg) fail("--hot is a way of --register");
   if (lockstep && processes != 1) fail("--lockstep runs both ends in one thread: not with --processes 2");
 
@@ -314,7 +320,7 @@ int main(int argc, char** argv) {
   }
 
   if (processes == 2) {
-    // Fork first, before any thread or EAL exists: the child is rank 1, the receiver.
+    // Fork first, before any thread or EAL exists: the child is the receiver (rank 1 unless --sender-rank 1).
     int down[2], up[2];  // parent -> child (store port, then messages sent); child -> parent (result)
     if (pipe(down) != 0 || pipe(up) != 0) fail(std::string("pipe: ") + std::strerror(errno));
     const pid_t child = fork();
@@ -328,7 +334,7 @@ int main(int argc, char** argv) {
       Options options;
       std::unique_ptr<control::Store> store;
       std::unique_ptr<transport::Driver> driver;
-      Status s = create(run, 1, &options, &store, &driver);
+      Status s = create(run, 1 - sender_rank, &options, &store, &driver);
       if (!s.ok()) fail(s.to_string());
       std::atomic<std::uint64_t> target{~std::uint64_t{0}};
       std::thread reader([&] {
@@ -354,12 +360,12 @@ int main(int argc, char** argv) {
     Options options;
     std::unique_ptr<control::Store> store;
     std::unique_ptr<transport::Driver> driver;
-    s = create(run, 0, &options, &store, &driver);
+    s = create(run, sender_rank, &options, &store, &driver);
     if (!s.ok()) fail(s.to_string());
     transport::Channel& ch = driver->channel(0);
     std::uint64_t refused = 0;
     Payloads payloads(run.size, reg ? driver.get() : nullptr, hot);
-    const std::uint64_t sent = send_loop(ch, 1, payloads, seconds, pin, &refused);
+    const std::uint64_t sent = send_loop(ch, 1 - sender_rank, payloads, seconds, pin, &refused);
     // Everything acknowledged (packet drivers) or out of this process, then tell the receiver
     // how many to wait for.
     const Clock::time_point drain_until = Clock::now() + std::chrono::seconds(10);
