@@ -101,7 +101,11 @@ struct Run {
 
 Status create(const Run& run, std::uint32_t i, Options* options, std::unique_ptr<control::Store>* store,
               std::unique_ptr<transport::Driver>* driver) {
-  *options = Options::from_env();  // SPARCOLL_* knobs of the driver (SPARCOLL_DPDK_MEMIF_ZERO_COPY, ...)
+  try {
+    *options = Options::from_env();  // SPARCOLL_* knobs of the driver (SPARCOLL_DPDK_MEMIF_ZERO_COPY, ...)
+  } catch (const Error& e) {
+    return e.status();
+  }
   options->job_token = kToken;
   options->max_message = run.size;
   options->shm_ring_bytes = 1u << 24;
