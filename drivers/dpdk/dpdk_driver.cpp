@@ -35,6 +35,7 @@
 // close that number again when it goes. The first driver with a client link claims it for its
 // link to its lowest-index peer; every other link copies as a plain memif pair does.
 #define ALLOW_EXPERIMENTAL_API 1  // rte_dev_dma_map / rte_dev_dma_unmap
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -586,12 +587,9 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
   if (!eal.status.ok()) return eal.status;
   core_ = std::make_unique<Core>();
   core_->memif = !eal.has_device;
-  // memif zero-copy for the link to the lowest-index peer this process is the client of.
-  std::int32_t first_client_link = -1;
-  for (std::size_t i = 0; i < ctx.peers.size(); ++i)
-    if (ctx.peers[i] < ctx.self && (first_client_link < 0 || ctx.peers[i] < ctx.peers[first_client_link]))
-      first_client_link = static_cast<std::int32_t>(i);
-  if (core_->memif && o.dpdk_memif_zero_copy == "auto" && first_client_link >= 0) {
+  // memif zero-copy for the link to the lowest-index peer, if this process is its client.
+  const auto lowest = std::min_element(ctx.peers.begin(), ctx.peers.end());
+  if (core_->memif && o.dpdk_memif_zero_copy == "auto" && lowest != ctx.peers.end() && *lowest < ctx.self) {
     if (!eal.shareable_memory)
       SC_LOG_INFO("dpdk: memif zero-copy is off: the EAL's memory is not one shareable file (that needs --no-huge "
                   "--single-file-segments; the EAL runs with '%s')",
@@ -600,7 +598,7 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
       SC_LOG_INFO("dpdk: memif zero-copy is off for these links: an earlier link of this process had it (one per "
                   "process: DPDK 22.11's memif closes the EAL's memory fd when a zero-copy link goes)");
     else
-      core_->memif_zero_copy_link = first_client_link;
+      core_->memif_zero_copy_link = static_cast<std::int32_t>(lowest - ctx.peers.begin());
   }
 
   Identity me;
