@@ -65,6 +65,11 @@ void CompletionQueue::run() {
       // A completion that throws must not take the thread (and every later Work) down with it;
       // the Work was given the error already or finishes through its own catch.
     }
+    // Release the entry before counting it: once drain() returns, this thread must hold nothing
+    // of the group's. A Request keeps its communicator alive (so the group's shutdown would not
+    // really leave the job), and the Work's tensors need the GIL to die, which a thread joining
+    // this one may hold.
+    entry = Entry{};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++completed_;

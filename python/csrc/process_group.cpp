@@ -1,5 +1,7 @@
 #include "process_group.hpp"
 
+#include <Python.h>
+
 #include <ATen/core/ivalue.h>
 
 #include <stdexcept>
@@ -188,11 +190,18 @@ ProcessGroupSparcoll::ProcessGroupSparcoll(int rank, int size, const std::string
 }
 
 ProcessGroupSparcoll::~ProcessGroupSparcoll() {
+  // Python drops the last reference to a group with the GIL held. Waiting here for the
+  // completion thread with it held would deadlock: that thread takes the GIL to free the tensors
+  // of the Works it completes (and a Future's Python callbacks). So wait without it.
+  const bool held = Py_IsInitialized() && PyGILState_Check();
+  PyThreadState* saved = held ? PyEval_SaveThread() : nullptr;
   try {
     shutdown();
   } catch (...) {
     // A destructor must not throw; a failed goodbye was logged by sparcoll.
   }
+  completions_.reset();  // joins the thread, here rather than after the GIL is back
+  if (saved) PyEval_RestoreThread(saved);
 }
 
 void ProcessGroupSparcoll::shutdown() {

@@ -5,11 +5,15 @@ rank; the group must still work afterwards (checked by an allreduce after each c
 listing the cases that did not raise the expected message.
 """
 import sys
+import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 import sparcoll_torch  # noqa: F401  (registers the backend)
+from sparcoll_torch import _C
+from sparcoll_torch._rendezvous import store_address_and_token
 
 failures = []
 
@@ -38,6 +42,20 @@ def still_works(case):
     dist.broadcast(b, 0)
     if b[0].item() != 1.0:
         failures.append(f"{case}: broadcast gave {b[0].item()} afterwards, not 1.0")
+
+
+def dropped_group_with_a_collective_in_flight(rank, world):
+    """A group whose last reference goes while its collective still runs, its tensor held by
+    the Work only: the group's destructor runs with the GIL held, and the completion thread
+    needs the GIL to free that tensor. Neither may wait for the other (a hang, not an error)."""
+    store = dist.PrefixStore("dropped_group/", dist.distributed_c10d._get_default_store())
+    address, token = store_address_and_token(store, rank, world, timedelta(seconds=30))
+    group = _C.create_process_group(rank, world, address, token)  # outside torch's group registry
+    if rank == 1:
+        time.sleep(0.5)  # so that rank 0's allreduce is still waiting when it drops the group
+    group.allreduce([torch.ones(1 << 16)])  # neither the Work nor the tensor is kept
+    del group
+    print(f"rank {rank}: dropped group with a collective in flight: ok", flush=True)
 
 
 def main():
@@ -101,6 +119,8 @@ def main():
     for case, fragment, call in cases:
         expect(case, fragment, call)
         still_works(case)
+
+    dropped_group_with_a_collective_in_flight(rank, world)
 
     # A second sparcoll group next to the default one: its own communicator and store.
     second = dist.new_group(backend="sparcoll")

@@ -2,7 +2,8 @@
 
 torchrun gets a free --master_port (tests may run next to other jobs) and --redirects 1
 --tee 1: torch 1.13's torchrun fails on Python 3.11 without them (its Std flag parsing).
-Exits with torchrun's status; a launch that outlives TIMEOUT seconds is killed and fails.
+Exits with torchrun's status; a launch that outlives RUN_TORCHRUN_TIMEOUT seconds (default 240) is killed
+and fails.
 """
 import os
 import signal
@@ -10,7 +11,7 @@ import socket
 import subprocess
 import sys
 
-TIMEOUT = int(os.environ.get("SPARCOLL_TORCHRUN_TIMEOUT", "240"))
+TIMEOUT = int(os.environ.get("RUN_TORCHRUN_TIMEOUT", "240"))
 
 
 def free_port():
