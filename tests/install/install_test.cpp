@@ -38,6 +38,26 @@ TEST(Install, BuildsAndRunsProgramsThroughPkgConfig) {
   for (const char* suffix : {"", ".programs", ".install.log"}) std::filesystem::remove_all(scratch + suffix, ignored);
 }
 
+// Meson's uninstalled pkg-config file (build/meson-uninstalled): the same C program, built against
+// the build tree through it alone (it once named the source root instead of include/, so
+// <sparcoll/sparcoll.h> was not found).
+TEST(Install, BuildsAndRunsAProgramThroughTheUninstalledPkgConfigFile) {
+  for (const char* tool : {"pkg-config", "cc"}) {
+    if (run_program({"/bin/sh", "-c", std::string("command -v ") + tool}).exit_code != 0) {
+      GTEST_SKIP() << tool << " is not installed";
+    }
+  }
+  std::string scratch = (std::filesystem::temp_directory_path() / "sparcoll-uninstalled-XXXXXX").string();
+  ASSERT_NE(mkdtemp(scratch.data()), nullptr) << "cannot create " << scratch;
+  const LaunchResult r = run_program({"/bin/sh", source_path("tests/install/uninstalled_check.sh"), SPARCOLL_BUILD_DIR,
+                                      scratch, std::to_string(unused_port())},
+                                     {}, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("uninstalled-check: ok"), std::string::npos) << r.out << r.err;
+  std::error_code ignored;
+  std::filesystem::remove_all(scratch, ignored);
+}
+
 class CommInit : public ::testing::TestWithParam<std::string> {};
 
 // Two processes, each told its rank and rank 0's store address, as a framework would.
