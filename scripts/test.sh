@@ -1,25 +1,38 @@
 #!/usr/bin/env bash
 # Installs, builds and runs the whole test suite:
-#   1. on the host: unit, driver conformance (shm, tcp), multi-process integration;
-#   2. inside a Soft-RoCE VM (scripts/rxe-vm): the rdma driver suites and block-sparse
+#   1. the dependency check: every system file the build used comes from a package that
+#      scripts/install-deps.sh installs (scripts/check-deps);
+#   2. on the host: unit, driver conformance (shm, tcp, dpdk), multi-process integration, the
+#      python suite, and the 'features' suite that fails when a promised feature was not built;
+#   3. inside a Soft-RoCE VM (scripts/rxe-vm): the rdma driver suites and block-sparse
 #      allreduce over real verbs (they are reported skipped on the host, which has no RDMA).
-# Ends with one line "tests: N passed, M failed" over both runs.
+#      SPARCOLL_SKIP_RDMA_VM="REASON" skips it (the reason is printed; the rdma tests stay skipped).
+# Each step says what it does; a failing step prints its errors. Ends with one line
+# "tests: N passed, M failed" over everything that ran, and exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/steps.sh
+
+echo "test: step 1/5: installing dependencies (scripts/install-deps.sh)"
 scripts/install-deps.sh
-scripts/build.sh >/dev/null
+echo "test: step 2/5: building (scripts/build.sh)"
+scripts/build.sh
+echo "test: step 3/5: checking that the install step provides everything the build used (scripts/check-deps)"
+scripts/check-deps build
+
 rm -f build/gtest-report.json build/gtest-algo-report.json build/gtest-rdma-report.json
 status=0
-meson test -C build --print-errorlogs --no-rebuild || status=$?
+run_live "test: step 4/5: host suites (meson test; about 5 minutes on 2 cores)" build/test-host.log \
+  meson test -C build --print-errorlogs --no-rebuild || status=1
 
 reports=(build/gtest-report.json build/gtest-algo-report.json)
-if [ "${SPARCOLL_SKIP_RDMA_VM:-0}" = 1 ]; then
-  echo "test: SPARCOLL_SKIP_RDMA_VM=1, the rdma suites stay skipped"
+if [ -n "${SPARCOLL_SKIP_RDMA_VM:-}" ] && [ "${SPARCOLL_SKIP_RDMA_VM}" != 0 ]; then
+  echo "test: step 5/5: skipped: the rdma suites inside the Soft-RoCE VM (SPARCOLL_SKIP_RDMA_VM: $SPARCOLL_SKIP_RDMA_VM)"
 else
-  echo "test: rdma suites inside the Soft-RoCE VM (scripts/rxe-vm)"
-  scripts/rxe-vm --timeout 1500 -- build/tests/sparcoll-unit-tests \
-    --gtest_filter='*/rdma:Rdma*:*Rdma*' --gtest_output=json:build/gtest-rdma-report.json || status=$?
+  run_live "test: step 5/5: rdma suites inside the Soft-RoCE VM (scripts/rxe-vm)" build/test-rdma-vm.log \
+    scripts/rxe-vm --timeout 1500 -- build/tests/sparcoll-unit-tests \
+    --gtest_filter='*/rdma:Rdma*:*Rdma*' --gtest_output=json:build/gtest-rdma-report.json || status=1
   reports+=(build/gtest-rdma-report.json)
 fi
-python3 scripts/summarize-gtest.py "${reports[@]}" || status=1
+python3 scripts/summarize-gtest.py --meson-log build/meson-logs/testlog.json "${reports[@]}" || status=1
 exit $status

@@ -447,7 +447,8 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_BUILD_DIR", "(read elsewhere: tests)", "(set by meson test)",
        "build directory in which tests find helper programs.", {}, nullptr},
       {"SPARCOLL_SKIP_RDMA_VM", "(read elsewhere: scripts/test.sh)", "0",
-       "1 skips the rdma suites that scripts/test.sh runs inside the Soft-RoCE VM.", {}, nullptr},
+       "any value but 0 skips the rdma suites that scripts/test.sh runs inside the Soft-RoCE VM; the value is "
+       "printed as the reason (scripts/check-fresh-install sets it inside the clean root).", {}, nullptr},
       {"SPARCOLL_RXE_VM_CACHE", "(read elsewhere: scripts/rxe-vm)", "~/.cache/sparcoll-rxe-vm",
        "where scripts/rxe-vm keeps its kernel and initramfs.", {}, nullptr},
       {"SPARCOLL_RXE_VM_ACCEL", "(read elsewhere: scripts/rxe-vm)", "auto",
