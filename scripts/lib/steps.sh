@@ -11,10 +11,11 @@ step_heartbeat_s=30
 # and apt's error lines; the log's last lines when none of those is found.
 step_errors() {
   local log=$1 found
-  found=$(awk '
+  # Compilers colour their messages (meson asks for it); the escapes go before matching.
+  found=$(sed 's/\x1b\[[0-9;]*[mK]//g' "$log" | awk '
     /^FAILED: / { print; getline; print substr($0, 1, 600); n++; next }
     /(fatal )?error:|^ERROR:|^E: |^Err:|undefined reference|Traceback|No such file/ { if (e++ < 12) print substr($0, 1, 400) }
-  ' "$log" | head -n 24)
+  ' | head -n 24)
   if [ -n "$found" ]; then
     printf '%s\n' "$found"
   else
