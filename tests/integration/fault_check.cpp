@@ -116,7 +116,12 @@ int main(int argc, char** argv) {
   const bool culprit = rank == 1;
 
   // Scenarios that break the setup itself.
-  if (scenario == "wrong_token" && culprit) setenv("SPARCOLL_JOB_TOKEN", "not-the-job-token", 1);
+  if (scenario == "wrong_token") {
+    // The store turns the culprit away and nobody else: the others wait for it until the
+    // connect timeout, and their error carries the store's note on the rejected hello.
+    if (culprit) setenv("SPARCOLL_JOB_TOKEN", "not-the-job-token", 1);
+    setenv("SPARCOLL_CONNECT_TIMEOUT_MS", "2000", 1);
+  }
   if (scenario == "unreachable_store") {
     setenv("SPARCOLL_STORE", "127.0.0.1:1", 1);
     setenv("SPARCOLL_STORE_SERVER", "external", 1);
@@ -132,7 +137,14 @@ int main(int argc, char** argv) {
   try {
     comm = std::make_unique<sparcoll::Communicator>(sparcoll::Communicator::from_env());
   } catch (const sparcoll::Error& e) {
-    if (scenario == "wrong_token") return report(rank, e, ErrorCode::auth_failure, culprit ? "job token" : "rank 1");
+    if (scenario == "wrong_token") {
+      if (culprit) return report(rank, e, ErrorCode::auth_failure, "job token");
+      if (std::string(e.what()).find("claiming to be 'rank 1' presented a wrong job token") == std::string::npos) {
+        std::printf("fault: rank %d: the timeout does not carry the store's note: %s\n", rank, e.what());
+        return 1;
+      }
+      return report(rank, e, ErrorCode::timeout, "rank 1 did not join");
+    }
     if (scenario == "unreachable_store") return report(rank, e, ErrorCode::timeout, "127.0.0.1:1");
     if (scenario == "bad_option") return report(rank, e, ErrorCode::invalid_argument, "SPARCOLL_LANES");
     if (scenario == "bad_range") return report(rank, e, ErrorCode::invalid_argument, "SPARCOLL_FUSION");
