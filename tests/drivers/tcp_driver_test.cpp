@@ -110,17 +110,57 @@ TEST(DriverTcp, EveryConnectionHasNagleOff) {
   EXPECT_GE(checked, 12);
 }
 
-TEST(DriverTcp, WrongJobTokenFailsBothSides) {
-  DriverCluster cluster(tcp_config());
+// A wrong token at a data port is a stranger (or a process of another job): the listener
+// closes that connection, tells it why and carries on, so one packet cannot end a job's setup.
+// The side that connected hears the rejection and fails at once; the listener, still waiting
+// for its peer, says in its timeout which connection presented a wrong token.
+TEST(DriverTcp, WrongJobTokenClosesThatConnectionAndTheTimeoutSaysWhy) {
+  ClusterConfig config = tcp_config();
+  config.deadline_ms = 1500;
+  DriverCluster cluster(config);
   cluster.options(1).job_token = "some-other-job";
   ASSERT_TRUE(cluster.start_store().ok());
   const std::vector<Status> results = cluster.create();
-  for (std::uint32_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(results[i].code(), ErrorCode::auth_failure) << "rank " << i << ": " << results[i].to_string();
-    EXPECT_NE(results[i].message().find("job token"), std::string::npos) << results[i].message();
-  }
+  // Rank 0 connects to rank 1 with the job's token, which rank 1 (holding another) rejects.
+  EXPECT_EQ(results[0].code(), ErrorCode::auth_failure) << results[0].to_string();
   EXPECT_NE(results[0].message().find("rank 1"), std::string::npos) << results[0].message();
-  EXPECT_NE(results[1].message().find("rank 0"), std::string::npos) << results[1].message();
+  EXPECT_NE(results[0].message().find("job token"), std::string::npos) << results[0].message();
+  EXPECT_EQ(results[1].code(), ErrorCode::timeout) << results[1].to_string();
+  EXPECT_NE(results[1].message().find("claiming to be rank 0 on channel 0 presented a wrong job token"),
+            std::string::npos)
+      << results[1].message();
+}
+
+// Strangers at the listener during setup: a flood of connections that never say hello, and a
+// wrong-token hello. The real peer still connects and setup succeeds.
+TEST(DriverTcp, StrangersAtTheListenerDoNotStopSetup) {
+  DriverCluster cluster(tcp_config());
+  ASSERT_TRUE(cluster.start_store().ok());
+  std::vector<Status> rank1;
+  std::thread acceptor([&] { rank1 = cluster.create({1}); });
+  std::vector<int> flood;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = connect_to_rank1(cluster);
+    ASSERT_GE(fd, 0);
+    flood.push_back(fd);
+  }
+  const int intruder = connect_to_rank1(cluster);
+  ASSERT_GE(intruder, 0);
+  transport::tcp::HandshakeHeader hello;
+  hello.process = 0;
+  const std::string bytes = transport::tcp::encode_handshake(hello, "not-the-token");
+  ASSERT_EQ(send(intruder, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  EXPECT_TRUE(closed_by_peer(intruder));
+  const std::vector<Status> rank0 = cluster.create({0});
+  acceptor.join();
+  EXPECT_TRUE(rank0[0].ok()) << rank0[0].to_string();
+  EXPECT_TRUE(rank1[0].ok()) << rank1[0].to_string();
+  // When setup ends, no stranger's connection is left open (the listener's state goes with it).
+  int closed = 0;
+  for (const int fd : flood) closed += closed_by_peer(fd) ? 1 : 0;
+  EXPECT_EQ(closed, 100);
+  for (const int fd : flood) close(fd);
+  close(intruder);
 }
 
 TEST(DriverTcp, GarbageHellosAreDroppedAndSetupCarriesOn) {
