@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/log.hpp"
+#include "control/store_address.hpp"
 
 namespace sparcoll::control {
 
@@ -63,6 +64,38 @@ std::string process_name(const Options& o, std::uint32_t workers, std::uint32_t 
   return index < workers ? "rank " + std::to_string(index) : "aggregator " + std::to_string(index - workers);
 }
 
+// Rank 0's store listens on the address the job was told to reach it at (SPARCOLL_STORE, or
+// MASTER_ADDR): a job on 127.0.0.1 is then out of reach of other hosts, and one on a cluster
+// network is not served on every other interface too. Only when that address is not one of this
+// host's (behind NAT) does it listen on all of them, and says so.
+Status host_store(const Options& options, std::unique_ptr<StoreServer>* out) {
+  HostPort address;
+  Status s = parse_host_port(options.store, &address);
+  if (!s.ok()) return s;
+  sockaddr_in ip{};
+  std::string listen = "0.0.0.0:" + std::to_string(address.port);
+  if (resolve_ipv4(address, /*passive=*/false, &ip).ok()) listen = format_ip_port(ip);
+  s = StoreServer::start(listen, options.job_token, out);
+  if (!s.ok() && listen.rfind("0.0.0.0:", 0) != 0 && s.message().find("cannot assign requested address") != std::string::npos) {
+    SC_LOG_WARN("the store address %s is not an address of this host: the rendezvous store listens on every "
+                "interface instead", listen.c_str());
+    listen = "0.0.0.0:" + std::to_string(address.port);
+    s = StoreServer::start(listen, options.job_token, out);
+  }
+  if (!s.ok())
+    return Status(s.code(), "rank 0 could not host the rendezvous store (SPARCOLL_STORE=" + options.store + "): " + s.message());
+  if (options.job_token.empty()) {
+    // Said once, by the process that hosts the store, loudly: nothing else stops a stranger.
+    const bool loopback = listen.rfind("127.", 0) == 0;
+    SC_LOG_WARN("unauthenticated job: SPARCOLL_JOB_TOKEN is empty, so the rendezvous store on %s and every tcp data "
+                "port accept any process that can reach them (%s), which can read the job's addresses, join as a "
+                "rank or disturb it; set SPARCOLL_JOB_TOKEN to the same secret on every process (sparcoll-run and "
+                "the PyTorch backend make one), see docs/security.md",
+                listen.c_str(), loopback ? "any user of this host" : "anyone on its network");
+  }
+  return Status();
+}
+
 }  // namespace
 
 std::string host_identity() {
@@ -100,11 +133,8 @@ Status join(const Options& options, Membership* out) {
   }
 
   if (options.role == Role::worker && options.rank == 0 && options.store_server == "rank0") {
-    const std::size_t colon = options.store.rfind(':');
-    const std::string port = colon == std::string::npos ? options.store : options.store.substr(colon + 1);
-    Status s = StoreServer::start("0.0.0.0:" + port, options.job_token, &m.server);
-    if (!s.ok())
-      return Status(s.code(), "rank 0 could not host the rendezvous store (SPARCOLL_STORE=" + options.store + "): " + s.message());
+    Status s = host_store(options, &m.server);
+    if (!s.ok()) return s;
   }
   Status s = Store::connect(options.store, options.job_token, who, options.connect_timeout_ms, &m.store);
   if (!s.ok()) return s;
@@ -126,10 +156,14 @@ Status join(const Options& options, Membership* out) {
     std::string text;
     s = m.store->get(m.key_prefix + "proc/" + std::to_string(i), options.connect_timeout_ms, &text);
     if (!s.ok()) {
-      if (s.code() == ErrorCode::timeout)
+      if (s.code() == ErrorCode::timeout) {
+        // A process that presented a wrong token was turned away by the store; if it was the one
+        // we wait for, its claim in the notes is the likely cause.
+        const std::string notes = m.store->diagnose();
         return Status(ErrorCode::timeout, process_name(options, m.workers, i) + " did not join the rendezvous at " +
                                               options.store + " within " + std::to_string(options.connect_timeout_ms) +
-                                              " ms (SPARCOLL_CONNECT_TIMEOUT_MS)");
+                                              " ms (SPARCOLL_CONNECT_TIMEOUT_MS)" + (notes.empty() ? "" : "; " + notes));
+      }
       return s;
     }
     transport::ProcessInfo& p = m.processes[i];
