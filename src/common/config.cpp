@@ -355,7 +355,9 @@ const std::vector<ConfigVariable>& config_variables() {
        "are (torchrun), MASTER_PORT+1 is used: torchrun's own store occupies MASTER_PORT.",
        {}, &parse_store},
       {"SPARCOLL_JOB_TOKEN", "job_token", "(empty)",
-       "shared secret checked on every store connection; a wrong token aborts the rendezvous for every rank.", {},
+       "shared secret checked on every store and tcp connection; a wrong token closes that connection only. Empty: "
+       "the job is unauthenticated, and its store's host warns (docs/security.md).",
+       {},
        &parse_text<&Options::job_token>},
       {"SPARCOLL_STORE_SERVER", "store_server", "rank0",
        "who hosts the store: rank0 (rank 0 starts it) or external (a launcher such as sparcoll-run does).", {},
