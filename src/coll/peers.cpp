@@ -28,6 +28,7 @@ void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadlin
   what_ = std::move(what);
   deadline_ = deadline;
   failed_ = false;
+  only_posted_ = false;
   failure_ = Status();
   sends_.clear();
   recvs_.clear();
@@ -50,6 +51,19 @@ void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadlin
       early_aborts_.erase(early_aborts_.begin() + static_cast<std::ptrdiff_t>(i));
       break;
     }
+}
+
+void Peers::expect_only_posted() {
+  only_posted_ = true;
+  // What arrived before this rank began the collective and no receive took.
+  for (const Stashed& s : stash_)
+    if (s.used && s.seq == seq_) return fail_unexpected(s.peer, s.tag);
+}
+
+void Peers::fail_unexpected(std::uint32_t peer, std::uint32_t tag) {
+  fail(Status(ErrorCode::mismatch, what_ + ": " + peer_name(peer) + " sent message " + std::to_string(tag) +
+                                       ", which this rank does not expect from it (the ranks disagree on the "
+                                       "collective's arguments: a broadcast's root?)"));
 }
 
 bool Peers::seq_failed(std::uint32_t seq) const {
@@ -248,9 +262,14 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                std::to_string(h.seq) + ", which this rank finished already"));
     return false;
   }
-  if (h.seq == seq_)
+  if (h.seq == seq_) {
     for (PostedRecv& r : recvs_)
       if (!r.done && r.peer == from && r.tag == h.tag) return deliver(r, h.total, h.offset, payload, len);
+    if (only_posted_) {
+      fail_unexpected(from, h.tag);
+      return false;
+    }
+  }
   // Not posted yet: keep it (in order, per peer) until it is.
   Stashed* s = nullptr;
   for (Stashed& e : stash_)

@@ -55,6 +55,12 @@ class Peers {
   // Receives a message whose size the sender decides (at most max_bytes) into *dst, resized.
   void recv_any(std::uint32_t peer, std::uint32_t tag, std::vector<std::byte>* dst, std::size_t max_bytes);
 
+  // From now until the collective ends, a message of this collective that no posted receive
+  // takes is a disagreement between the ranks (a different root, a skipped call), failed at once
+  // as a mismatch instead of being kept for a later step. For algorithms that post every
+  // receive before its message can arrive (the broadcast tree).
+  void expect_only_posted();
+
   // Progresses until every posted send has left and every posted receive is complete.
   Status wait();
   // Between collectives: one poll of the channel, so the driver acknowledges and retransmits
@@ -110,6 +116,8 @@ class Peers {
   bool deliver(PostedRecv& r, std::uint64_t total, std::uint64_t offset, const std::byte* payload, std::size_t len);
   bool check_total(PostedRecv& r, std::uint64_t total);
   Stashed& stash_slot();
+  // The mismatch expect_only_posted() reports for an unposted message from `peer`.
+  void fail_unexpected(std::uint32_t peer, std::uint32_t tag);
   void fail(Status s);
   // What the current collective still waits for ("no data from rank 2 for ... step 1"), or "".
   std::string waiting_for() const;
@@ -128,6 +136,7 @@ class Peers {
   Clock::time_point deadline_;
   Status failure_;
   bool failed_ = false;
+  bool only_posted_ = false;  // expect_only_posted() for the current collective
   // Aborts that arrived for collectives not started yet.
   struct EarlyAbort {
     std::uint32_t seq;

@@ -101,8 +101,13 @@ void fork_victim(int rank) {
 // For the count mismatch of broadcast, only the ranks that receive from a rank with another
 // count can see it: the others may finish the broadcast correctly.
 bool may_succeed(const std::string& scenario, bool culprit) {
+  // broadcast_skipped: the ranks beside the root and the culprit got the root's data, rightly.
   return (scenario == "broadcast_count_mismatch" || scenario == "broadcast_bad_root") && !culprit;
 }
+
+// A rank that succeeds in a scenario where another fails, and must not be checked afterwards
+// (the communicator of a skipped call is broken for the root: a timeout).
+bool succeeds_and_stops(const std::string& scenario, int rank) { return scenario == "broadcast_skipped" && rank == 2; }
 
 }  // namespace
 
@@ -209,6 +214,19 @@ int main(int argc, char** argv) {
       comm->broadcast(data.data(), culprit ? 4001 : 4000, DataType::f32, 0);
     } else if (scenario == "broadcast_bad_root") {
       comm->broadcast(data.data(), 1000, DataType::f32, culprit ? comm->size() : 0);
+    } else if (scenario == "broadcast_root_disagree") {
+      // Both roots are valid ranks: only comparing them across ranks can catch it (every rank
+      // once returned success, with different data).
+      comm->broadcast(data.data(), 1000, DataType::f32, culprit ? 1 : 0);
+    } else if (scenario == "broadcast_skipped") {
+      // The culprit never calls it: the root must not return success for a broadcast that did
+      // not reach every rank.
+      if (culprit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+        std::printf("fault: rank %d: never called the broadcast\n", rank);
+        return 0;
+      }
+      comm->broadcast(data.data(), 1000, DataType::f32, 0);
     } else if (scenario == "p2p_null_buffer") {
       std::vector<float> all(std::size_t{1000} * static_cast<std::size_t>(comm->size()));
       comm->allgather(culprit ? nullptr : data.data(), all.data(), 1000, DataType::f32);
@@ -276,6 +294,10 @@ int main(int argc, char** argv) {
       rc = report(rank, e, ErrorCode::mismatch, "differ across ranks");
     else if (scenario == "broadcast_bad_root")
       rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "root 3 is not a rank" : "rank 1");
+    else if (scenario == "broadcast_root_disagree")
+      rc = report(rank, e, ErrorCode::mismatch, "disagree");
+    else if (scenario == "broadcast_skipped")
+      return report(rank, e, ErrorCode::timeout, "rank 1");
     else if (scenario == "p2p_null_buffer")
       rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "sendbuf is null" : "rank 1");
     else if (scenario == "ring_hang") {
@@ -292,6 +314,10 @@ int main(int argc, char** argv) {
                      scenario.rfind("reduce_scatter_", 0) == 0 || scenario.rfind("broadcast_", 0) == 0 ||
                      scenario.rfind("p2p_", 0) == 0;
     return p2p ? check_p2p_still_works(*comm) : check_still_works(*comm);
+  }
+  if (succeeds_and_stops(scenario, rank)) {
+    std::printf("fault: rank %d: %s succeeded here (the root's data reached it)\n", rank, scenario.c_str());
+    return 0;
   }
   if (may_succeed(scenario, culprit)) {
     std::printf("fault: rank %d: %s succeeded here (this rank cannot see the culprit's argument)\n", rank,

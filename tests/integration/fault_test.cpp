@@ -49,7 +49,8 @@ INSTANTIATE_TEST_SUITE_P(
     PeerToPeer, Fault,
     ::testing::Combine(::testing::Values("ring_count_mismatch", "allgather_count_mismatch",
                                          "reduce_scatter_count_mismatch", "broadcast_count_mismatch",
-                                         "broadcast_bad_root", "p2p_null_buffer", "ring_die", "ring_hang"),
+                                         "broadcast_bad_root", "broadcast_root_disagree", "broadcast_skipped",
+                                         "p2p_null_buffer", "ring_die", "ring_hang"),
                        ::testing::Values("shm", "tcp")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
