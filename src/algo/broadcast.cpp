@@ -1,11 +1,14 @@
 // Broadcast down a binomial tree rooted at `root`: log2(n) rounds, each rank receives once from
-// its parent and then forwards to its children (largest subtree first). Then every rank
-// acknowledges to its parent, once its own children have, with the root and size it was called
-// with: the root returns only when every rank took part, and ranks that disagree on the root or
-// the size fail with a mismatch instead of returning different data as a success. Every receive
-// is posted before its message can arrive, so a message nobody posted for is a disagreement
-// found at once (Peers::expect_only_posted), not a timeout. The acknowledgements cost log2(n)
-// small-message latencies.
+// its parent and then forwards to its children (largest subtree first).
+//
+// Then every rank acknowledges to its parent, once its own children have, with the root and
+// size it was called with, and the root, having every acknowledgement, sends a commit back down
+// the tree; a rank returns only with the commit. So no rank returns success unless every rank
+// took part with the same root and size: ranks that disagree fail with a mismatch (they used to
+// return success with different data), and a skipped call fails the others with a timeout
+// naming it. Every receive is posted before its message can arrive, so a message nobody posted
+// for is a disagreement found at once (Peers::expect_only_posted), not a timeout. The agreement
+// costs two more log2(n) trips of small messages.
 #include <cstring>
 
 #include "algo/p2p_algorithms.hpp"
@@ -15,6 +18,7 @@ namespace {
 
 constexpr std::uint32_t kDataTag = 0;
 constexpr std::uint32_t kAckTag = 1;
+constexpr std::uint32_t kCommitTag = 2;
 constexpr std::uint32_t kMaxChildren = 32;  // a binomial tree of up to 2^32 ranks
 
 // What a rank acknowledges with: the arguments it was called with.
@@ -61,9 +65,14 @@ Status tree_broadcast(coll::Peers& peers, void* buffer, std::size_t bytes, std::
                                              " bytes from root " + std::to_string(root) +
                                              " (the ranks disagree on the root or the count)");
   }
-  if (!has_parent) return Status();
-  const Ack mine{root, 0, bytes};
-  peers.send(parent, kAckTag, &mine, sizeof mine);
+  std::uint32_t commit = 0;
+  if (has_parent) {
+    peers.recv(parent, kCommitTag, &commit, sizeof commit);
+    const Ack mine{root, 0, bytes};
+    peers.send(parent, kAckTag, &mine, sizeof mine);
+    if (Status s = peers.wait(); !s.ok()) return s;
+  }
+  for (std::uint32_t i = 0; i < nchildren; ++i) peers.send(children[i], kCommitTag, &commit, sizeof commit);
   return peers.wait();
 }
 

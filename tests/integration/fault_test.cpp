@@ -35,7 +35,7 @@ TEST_P(Fault, EveryRankGetsTheExpectedError) {
 
 INSTANTIATE_TEST_SUITE_P(
     Allreduce, Fault,
-    ::testing::Combine(::testing::Values("count_mismatch", "dtype_mismatch", "op_mismatch", "null_buffer",
+    ::testing::Combine(::testing::Values("count_mismatch", "dtype_mismatch", "op_mismatch", "out_of_memory", "null_buffer",
                                          "misaligned", "die", "hang", "after_break", "wrong_token",
                                          "unreachable_store", "bad_option", "bad_range", "config_mismatch",
                                          "unknown_variable"),
