@@ -49,7 +49,7 @@ Status BlockSparseWorker::send_window(engine::OpState& op, engine::WorkerLane& l
   if (op.abort) {
     *h = proto::make_header(MsgType::abort, op.geometry, op.redop, cfg_.job_epoch, op.op_id, lane.lane, cfg_.layout.self);
     h->count = 0;  // the caller's count may be what was invalid; aborts carry no tensor
-    h->status = static_cast<std::uint32_t>(ErrorCode::invalid_argument);
+    h->status = static_cast<std::uint32_t>(op.abort_code);
     h->payload_len = static_cast<std::uint32_t>(std::min<std::size_t>(op.abort_reason.size(), proto::kMaxReasonBytes));
     lane.window_blocks = 0;
     return transmit(op, lane);

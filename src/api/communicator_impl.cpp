@@ -184,6 +184,27 @@ Status CommunicatorImpl::serve() {
   return control::leave(membership_, options_, engine_->broken());
 }
 
+// The op's bitmap of non-zero blocks, from one scan of the send buffer.
+void CommunicatorImpl::scan_blocks(engine::OpState& state, std::size_t count, DataType dtype) {
+  const std::size_t nblocks = block::block_count(count, options_.block_elems);
+  const std::size_t words = block::bitmap_words(nblocks);
+  state.bitmap.resize(words + 1);  // +1: never empty, so data() is valid
+  if (state.in_place) {
+    // In place, blocks nobody sends keep their bytes: turn a local -0.0 block into +0 so every
+    // rank ends with the same bytes there.
+    signed_zero_.resize(words + 1);
+    block::scan_nonzero_blocks(state.send, count, dtype, options_.block_elems, state.bitmap.data(), signed_zero_.data());
+    const std::size_t full = std::size_t{options_.block_elems} * dtype_size(dtype);
+    for (std::size_t w = 0; w < words; ++w)
+      for (std::uint64_t bits = signed_zero_[w]; bits != 0; bits &= bits - 1) {
+        const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+        std::memset(state.recv + b * full, 0, std::min(full, count * dtype_size(dtype) - b * full));
+      }
+  } else {
+    block::scan_nonzero_blocks(state.send, count, dtype, options_.block_elems, state.bitmap.data());
+  }
+}
+
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                     std::shared_ptr<RequestState>* out) {
   if (engine_->broken())
@@ -196,6 +217,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
 
   state.op_id = op_id;
   state.abort = !problem.empty();
+  state.abort_code = ErrorCode::invalid_argument;
   state.abort_reason = problem;
   state.send = static_cast<const std::byte*>(send);
   state.recv = static_cast<std::byte*>(recv);
@@ -208,27 +230,23 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   state.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   state.failed.store(false, std::memory_order_relaxed);
   state.error = Status();
-  if (state.abort) {
-    state.fail(Status(ErrorCode::invalid_argument, "allreduce op " + std::to_string(op_id) + ": " + problem));
-  } else {
-    const std::size_t nblocks = block::block_count(count, options_.block_elems);
-    const std::size_t words = block::bitmap_words(nblocks);
-    state.bitmap.resize(words + 1);  // +1: never empty, so data() is valid
-    if (state.in_place) {
-      // In place, blocks nobody sends keep their bytes: turn a local -0.0 block into +0 so every
-      // rank ends with the same bytes there.
-      signed_zero_.resize(words + 1);
-      block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data(), signed_zero_.data());
-      const std::size_t full = std::size_t{options_.block_elems} * dtype_size(dtype);
-      for (std::size_t w = 0; w < words; ++w)
-        for (std::uint64_t bits = signed_zero_[w]; bits != 0; bits &= bits - 1) {
-          const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-          std::memset(static_cast<std::byte*>(recv) + b * full, 0, std::min(full, count * dtype_size(dtype) - b * full));
-        }
-    } else {
-      block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data());
+  if (!state.abort) {
+    // The bitmap is the one allocation that grows with the count: a rank that cannot get it
+    // (a count far beyond its memory) aborts the op for everyone like a bad argument, instead
+    // of throwing past its peers, who would wait for it until their deadline.
+    try {
+      scan_blocks(state, count, dtype);
+    } catch (const std::bad_alloc&) {
+      state.abort = true;
+      state.abort_code = ErrorCode::no_resource;
+      state.abort_reason = "rank " + std::to_string(options_.rank) + " is out of memory for the bitmap of " +
+                           std::to_string(block::block_count(count, options_.block_elems)) + " blocks (count " +
+                           std::to_string(count) + ")";
+      state.geometry.count = 0;
     }
   }
+  if (state.abort)
+    state.fail(Status(state.abort_code, "allreduce op " + std::to_string(op_id) + ": " + state.abort_reason));
   state.user_memory = {};
   if (!state.abort && count > 0) {
     const std::byte* begin = state.send;

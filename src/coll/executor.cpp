@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "common/failure_scope.hpp"
 #include "common/log.hpp"
 #include "engine/engine.hpp"
 #include "engine/limits.hpp"
@@ -102,12 +103,20 @@ void Executor::run() {
     if (engine_->broken()) {
       status = Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
     } else {
-      status = execute(*op);
+      try {
+        status = execute(*op);
+      } catch (const std::bad_alloc&) {
+        // The algorithm's buffers for this count: a local failure, told to every peer (below)
+        // like a bad argument, not a crash of this thread nor a wait for the deadline.
+        status = Status(ErrorCode::no_resource, peers_.what() + ": rank " + std::to_string(peers_.rank()) +
+                                                    " is out of memory for its buffers (count " +
+                                                    std::to_string(op->count) + ")");
+      }
       if (!status.ok()) {
         // Peers may be inside this collective still: tell them, so they fail it too.
         peers_.abort_all(status);
         const ErrorCode c = status.code();
-        if (c == ErrorCode::invalid_argument || c == ErrorCode::mismatch || c == ErrorCode::unsupported)
+        if (fails_only_the_collective(c))
           peers_.forget_failed();  // every rank fails this one; the next runs normally
         else
           engine_->break_with(status);  // a dead peer, a timeout, a corrupt message: streams are lost

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/failure_scope.hpp"
 #include "block/reduce.hpp"
 
 namespace sparcoll::coll {
@@ -227,12 +228,11 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
     // The sender's error code travels in `tag`. The op-level ones are kept, so every rank reports
     // one bad argument the same way (as block-sparse aborts do) and the executor forgets the
     // collective instead of breaking; anything else is a peer failure.
-    const ErrorCode code = h.tag == static_cast<std::uint32_t>(ErrorCode::invalid_argument) ||
-                                   h.tag == static_cast<std::uint32_t>(ErrorCode::mismatch) ||
-                                   h.tag == static_cast<std::uint32_t>(ErrorCode::unsupported)
-                               ? static_cast<ErrorCode>(h.tag)
-                           : h.tag == static_cast<std::uint32_t>(ErrorCode::timeout) ? ErrorCode::timeout
-                                                                                        : ErrorCode::peer_failure;
+    const auto sent = static_cast<ErrorCode>(h.tag);
+    const bool known = h.tag <= static_cast<std::uint32_t>(ErrorCode::broken);
+    const ErrorCode code = known && fails_only_the_collective(sent) ? sent
+                           : sent == ErrorCode::timeout               ? ErrorCode::timeout
+                                                                      : ErrorCode::peer_failure;
     if (h.seq == seq_ && !failed_) {
       // A peer's deadline passed first: say whom this rank waits for too, so every rank names
       // the rank it waited for (the stalled one, for its neighbours), not only the first to time out.

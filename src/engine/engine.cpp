@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <ctime>
 
+#include "common/failure_scope.hpp"
 #include "common/log.hpp"
 #include "engine/limits.hpp"
 #include "proto/wire.hpp"
@@ -267,7 +268,7 @@ void Shard::dispatch(const transport::ReceivedMessage& msg) {
       } else {
         s = worker_.on_message(*op, view);
         const auto code = static_cast<ErrorCode>(view.header->status);
-        if (s.ok() && type == proto::MsgType::error && code != ErrorCode::mismatch && code != ErrorCode::invalid_argument) {
+        if (s.ok() && type == proto::MsgType::error && !fails_only_the_collective(code)) {
           // A timeout or a dead peer elsewhere: the other processes' state for this op is lost,
           // so later ops could not line up either.
           engine_.break_with(Status(code == ErrorCode::ok ? ErrorCode::peer_failure : code,

@@ -52,7 +52,8 @@ struct OpState {
   bool in_place = false;
   proto::Geometry geometry;
   ReduceOp redop = ReduceOp::sum;
-  bool abort = false;                  // invalid local arguments: tell the aggregators, then fail
+  bool abort = false;                  // a local failure: tell the aggregators, then fail
+  ErrorCode abort_code = ErrorCode::invalid_argument;  // bad arguments, or no_resource (memory)
   std::string abort_reason;
   Clock::time_point deadline;
   std::vector<std::uint64_t> bitmap;   // non-zero blocks (capacity reused across ops)
