@@ -68,6 +68,8 @@ class Aggregator {
   Status on_window(Slot& slot, Lane& lane, const proto::MessageView& m);
   Status stage(Slot& slot, Lane& lane, std::uint32_t w, const proto::MessageView& m);
   void unborrow(Slot& slot, Lane& lane);
+  // A lane's staging and result buffers, made the first time the lane is used in its slot.
+  void ensure_buffers(Lane& lane);
   Status try_emit(Slot& slot, Lane& lane);
   void reduce_round(Slot& slot, Lane& lane, std::uint64_t limit);
   void begin_failure(Lane& lane, ErrorCode code, std::string reason);

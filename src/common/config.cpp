@@ -33,7 +33,9 @@ constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warn", "info", "debug"};
 
 constexpr std::uint32_t kMaxBlockElems = 1u << 20;
-constexpr std::uint32_t kMaxLanes = 65536;
+// Past a few thousand lanes nothing is gained (a lane only pipelines its own windows), and an
+// aggregator's worst case is lanes x op slots x workers x fusion blocks of buffers.
+constexpr std::uint32_t kMaxLanes = 4096;
 constexpr std::uint32_t kMaxFusion = 255;
 constexpr std::uint32_t kMaxThreads = 64;
 constexpr std::uint32_t kMaxInflight = 1024;
@@ -382,7 +384,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregators>},
       {"SPARCOLL_BLOCK_ELEMS", "block_elems", "256", "elements per block, 1 to 1048576.", {},
        &parse_positive_u32<&Options::block_elems>},
-      {"SPARCOLL_LANES", "lanes", "64", "slots the tensor's blocks are striped over, 1 to 65536.", {},
+      {"SPARCOLL_LANES", "lanes", "64", "slots the tensor's blocks are striped over, 1 to 4096.", {},
        &parse_positive_u32<&Options::lanes>},
       {"SPARCOLL_FUSION", "fusion", "8", "most blocks a worker fuses into one message, 1 to 255.", {},
        &parse_positive_u32<&Options::fusion>},

@@ -89,8 +89,8 @@ TEST(ConfigValidate, NumericRanges) {
       {[](Options& o) { o.block_elems = 0; }, "block_elems=0 (SPARCOLL_BLOCK_ELEMS) must be between 1 and 1048576"},
       {[](Options& o) { o.block_elems = (1u << 20) + 1; },
        "block_elems=1048577 (SPARCOLL_BLOCK_ELEMS) must be between 1 and 1048576"},
-      {[](Options& o) { o.lanes = 0; }, "lanes=0 (SPARCOLL_LANES) must be between 1 and 65536"},
-      {[](Options& o) { o.lanes = 65537; }, "lanes=65537 (SPARCOLL_LANES) must be between 1 and 65536"},
+      {[](Options& o) { o.lanes = 0; }, "lanes=0 (SPARCOLL_LANES) must be between 1 and 4096"},
+      {[](Options& o) { o.lanes = 4097; }, "lanes=4097 (SPARCOLL_LANES) must be between 1 and 4096"},
       {[](Options& o) { o.fusion = 256; }, "fusion=256 (SPARCOLL_FUSION) must be between 1 and 255"},
       {[](Options& o) { o.threads = 0; }, "threads=0 (SPARCOLL_THREADS) must be between 1 and 64"},
       {[](Options& o) { o.threads = 65; }, "threads=65 (SPARCOLL_THREADS) must be between 1 and 64"},
@@ -181,7 +181,7 @@ TEST(ConfigValidate, EveryProblemIsReportedAtOnce) {
   o.lanes = 0;
   o.fusion = 0;
   EXPECT_EQ(problem(o),
-            "lanes=0 (SPARCOLL_LANES) must be between 1 and 65536; fusion=0 (SPARCOLL_FUSION) must be between 1 "
+            "lanes=0 (SPARCOLL_LANES) must be between 1 and 4096; fusion=0 (SPARCOLL_FUSION) must be between 1 "
             "and 255");
 }
 
