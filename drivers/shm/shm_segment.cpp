@@ -1,14 +1,19 @@
 #include "shm_segment.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <string_view>
 
 #include "common/log.hpp"
 #include "transport/setup_util.hpp"
@@ -184,6 +189,62 @@ std::string segment_name(const std::string& key_prefix, std::int64_t owner_pid, 
   std::snprintf(name, sizeof name, "/sparcoll-%016llx-%lld-%u", static_cast<unsigned long long>(hash),
                 static_cast<long long>(owner_pid), index);
   return name;
+}
+
+std::int64_t segment_owner_pid(const std::string& name) {
+  // "/sparcoll-<16 hex>-<pid>-<index>" or the same without the leading '/' (a /dev/shm entry).
+  std::string_view rest = name;
+  if (!rest.empty() && rest.front() == '/') rest.remove_prefix(1);
+  constexpr std::string_view kPrefix = "sparcoll-";
+  if (rest.substr(0, kPrefix.size()) != kPrefix || rest.size() < kPrefix.size() + 17) return -1;
+  rest.remove_prefix(kPrefix.size() + 17);  // the hash and its dash
+  std::int64_t pid = 0;
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+  if (ec != std::errc() || end == rest.data() || end == rest.data() + rest.size() || *end != '-' || pid <= 0) return -1;
+  return pid;
+}
+
+namespace {
+
+// Every sparcoll segment of this user in /dev/shm for which `remove` says yes is unlinked.
+template <typename Pred>
+int remove_segments_if(Pred remove) {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  int removed = 0;
+  while (const dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    const std::int64_t pid = segment_owner_pid(name);
+    if (pid < 0) continue;
+    struct stat info {};
+    if (fstatat(dirfd(dir), entry->d_name, &info, AT_SYMLINK_NOFOLLOW) != 0 || info.st_uid != geteuid()) continue;
+    if (!remove(pid, info)) continue;
+    if (shm_unlink(("/" + name).c_str()) == 0) {
+      SC_LOG_INFO("removed shm segment %s of process %lld, which is gone", name.c_str(), static_cast<long long>(pid));
+      ++removed;
+    }
+  }
+  closedir(dir);
+  return removed;
+}
+
+bool process_gone(std::int64_t pid) { return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+int remove_stale_segments(int min_age_s) {
+  const time_t now = time(nullptr);
+  return remove_segments_if([&](std::int64_t pid, const struct stat& info) {
+    return process_gone(pid) && now - info.st_mtime >= min_age_s;
+  });
+}
+
+int remove_segments_of(const std::vector<std::int64_t>& pids) {
+  return remove_segments_if([&](std::int64_t pid, const struct stat&) {
+    for (std::int64_t p : pids)
+      if (p == pid) return process_gone(pid);
+    return false;
+  });
 }
 
 }  // namespace sparcoll::transport::shm

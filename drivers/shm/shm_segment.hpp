@@ -83,4 +83,16 @@ class Segment {
 // the pid keeps two jobs that reuse a prefix on one host apart.
 std::string segment_name(const std::string& key_prefix, std::int64_t owner_pid, std::uint32_t index);
 
+// The owner's pid in a name made by segment_name, or -1 for a name of another form.
+std::int64_t segment_owner_pid(const std::string& name);
+
+// Removes this user's segments in /dev/shm whose owner process is gone, and that are older than
+// min_age_s: a process killed between creating its segment and every peer mapping it (setup)
+// leaves its name behind. The age keeps a segment of a live job in another pid namespace (whose
+// owner's pid means nothing here) out of reach during its setup. Returns how many it removed.
+int remove_stale_segments(int min_age_s);
+
+// Removes the segments of the given owner pids (a launcher whose children are gone).
+int remove_segments_of(const std::vector<std::int64_t>& pids);
+
 }  // namespace sparcoll::transport::shm

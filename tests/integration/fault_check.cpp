@@ -7,9 +7,11 @@
 // Scenarios starting with ring_, allgather_, reduce_scatter_, broadcast_ and p2p_ exercise the
 // collective thread (peer-to-peer collectives) rather than block-sparse aggregation.
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +102,32 @@ void fork_victim(int rank) {
 
 // For the count mismatch of broadcast, only the ranks that receive from a rank with another
 // count can see it: the others may finish the broadcast correctly.
+// The culprit of killed_in_shm_setup: a thread that SIGKILLs the process as soon as its own
+// shm segment's name appears in /dev/shm (inotify tells it within microseconds, before the few
+// store round trips the rest of the setup takes), so nothing of its own can remove the name.
+void kill_when_own_segment_appears() {
+  const int watch = inotify_init1(IN_CLOEXEC);
+  if (watch < 0 || inotify_add_watch(watch, "/dev/shm", IN_CREATE) < 0) {
+    std::printf("fault: cannot watch /dev/shm: %s\n", std::strerror(errno));
+    std::exit(1);
+  }
+  char mine_text[32];
+  std::snprintf(mine_text, sizeof mine_text, "-%d-", static_cast<int>(getpid()));
+  const std::string mine = mine_text;
+  std::thread([watch, mine] {
+    alignas(inotify_event) char events[4096];
+    for (;;) {
+      const ssize_t n = read(watch, events, sizeof events);
+      for (ssize_t at = 0; at < n;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(events + at);
+        const std::string name = event->len ? event->name : "";
+        if (name.rfind("sparcoll-", 0) == 0 && name.find(mine) != std::string::npos) raise(SIGKILL);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      }
+    }
+  }).detach();
+}
+
 bool may_succeed(const std::string& scenario, bool culprit) {
   return (scenario == "broadcast_count_mismatch" || scenario == "broadcast_bad_root") && !culprit;
 }
@@ -134,6 +162,13 @@ int main(int argc, char** argv) {
   if (scenario == "config_mismatch" && culprit) setenv("SPARCOLL_LANES", "32", 1);
   if (scenario == "unknown_variable") setenv("SPARCOLL_LANE", "8", 1);
   if (scenario == "ring_die" && culprit) fork_victim(rank);
+  if (scenario == "killed_in_shm_setup") {
+    // Every rank says its pid, so the test can look for segments of this job left in /dev/shm.
+    std::printf("fault: rank %d: pid %d\n", rank, static_cast<int>(getpid()));
+    std::fflush(stdout);
+    setenv("SPARCOLL_CONNECT_TIMEOUT_MS", "3000", 1);
+    if (culprit) kill_when_own_segment_appears();
+  }
 
   std::unique_ptr<sparcoll::Communicator> comm;
   try {
@@ -151,11 +186,16 @@ int main(int argc, char** argv) {
     if (scenario == "bad_option") return report(rank, e, ErrorCode::invalid_argument, "SPARCOLL_LANES");
     if (scenario == "bad_range") return report(rank, e, ErrorCode::invalid_argument, "SPARCOLL_FUSION");
     if (scenario == "config_mismatch") return report(rank, e, ErrorCode::mismatch, "SPARCOLL_LANES");
+    if (scenario == "killed_in_shm_setup") {
+      // The shm setup waits for the dead rank until its deadline.
+      return report(rank, e, e.code() == ErrorCode::peer_failure ? ErrorCode::peer_failure : ErrorCode::timeout,
+                    "rank 1");
+    }
     std::printf("fault: rank %d: unexpected setup failure: %s\n", rank, e.what());
     return 1;
   }
   if (scenario == "wrong_token" || scenario == "unreachable_store" || scenario == "bad_option" ||
-      scenario == "bad_range" || scenario == "config_mismatch") {
+      scenario == "bad_range" || scenario == "config_mismatch" || scenario == "killed_in_shm_setup") {
     std::printf("fault: rank %d: setup unexpectedly succeeded\n", rank);
     return 1;
   }
