@@ -160,7 +160,9 @@ void CommunicatorImpl::shutdown() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (joined_ && options_.role == Role::worker) {
-    Status s = control::leave(membership_, options_, engine_ && engine_->broken());
+    Status s = control::leave(membership_, options_, engine_ && engine_->broken(), [this] {
+      return engine_ && engine_->broken() ? engine_->broken_status() : Status();
+    });
     if (!s.ok() && !(engine_ && engine_->broken()))
       SC_LOG_WARN("teardown barrier failed, peers may report this process as failed: %s", s.message().c_str());
   }

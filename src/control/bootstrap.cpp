@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -197,14 +199,30 @@ Status wait_for_workers_to_leave(Membership& m, std::uint32_t timeout_ms) {
   return m.store->wait_at_least(m.key_prefix + "bye", m.workers, timeout_ms);
 }
 
-Status leave(Membership& m, const Options& options, bool broken) {
+Status leave(Membership& m, const Options& options, bool broken, const std::function<Status()>& failure) {
   if (!m.store) return Status();
   std::int64_t count = 0;
   Status s = m.store->add(m.key_prefix + "bye", 1, &count);
   if (!s.ok()) return s;
   // A broken job may have lost processes for good: count ourselves out, wait for nobody.
   if (broken) return Status();
-  s = m.store->wait_at_least(m.key_prefix + "bye", m.total(), options.connect_timeout_ms);
+  // In slices, so a peer that died after the last collective (it will never say bye) ends the
+  // wait as soon as it is seen, not after the whole timeout (30 s by default).
+  constexpr std::uint32_t kSliceMs = 100;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+    const auto slice = static_cast<std::uint32_t>(std::clamp<long long>(left.count(), 0, kSliceMs));
+    s = m.store->wait_at_least(m.key_prefix + "bye", m.total(), slice);
+    if (s.code() != ErrorCode::timeout || left.count() <= kSliceMs) break;
+    if (failure) {
+      const Status why = failure();
+      if (!why.ok()) {
+        SC_LOG_INFO("teardown: not waiting for the others to leave: %s", why.message().c_str());
+        return Status();
+      }
+    }
+  }
   if (!s.ok()) return s;
   // Rank 0 hosts the store: let everyone read the final count before it goes away.
   if (m.server) {

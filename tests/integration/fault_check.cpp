@@ -200,6 +200,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (scenario == "unknown_variable") return check_still_works(*comm);
+  if (scenario == "exit_after_op") {
+    // The culprit leaves the job without leaving its communicator, right after a collective
+    // that succeeded: the others' teardown must see it gone, not wait for it (it waited the
+    // whole connect timeout, 30 s).
+    std::vector<float> v(4096, 1.0f);
+    comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum);
+    if (culprit) {
+      std::printf("fault: rank %d: exits without leaving\n", rank);
+      std::fflush(stdout);
+      _exit(0);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    comm.reset();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("fault: rank %d: left after %.2f s\n", rank, s);
+    return s < 3.0 ? 0 : 1;
+  }
 
   std::vector<float> data(4096, 1.0f);
   try {

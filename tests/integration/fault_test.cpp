@@ -86,6 +86,14 @@ TEST(FaultDetails, ARankKilledInShmSetupLeavesNothingInDevShm) {
   EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << left.front();
 }
 
+TEST(FaultDetails, APeerGoneAfterItsLastCollectiveDoesNotHoldTheTeardown) {
+  for (const char* transport : {"shm", "tcp"}) {
+    const LaunchResult r = run_fault("exit_after_op", transport, 3);
+    EXPECT_EQ(r.exit_code, 0) << transport << ":\n" << r.out << r.err;
+    EXPECT_LT(r.seconds, 10.0) << transport << ":\n" << r.out;
+  }
+}
+
 TEST(FaultDetails, StalledRankIsNamedByItsRingNeighbour) {
   const LaunchResult r = run_fault("ring_hang", "shm", 3);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
