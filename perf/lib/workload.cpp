@@ -144,6 +144,8 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
   const std::size_t nblocks = (n + spec.block_elems - 1) / spec.block_elems;
   std::vector<float> accf(is_int ? 0 : n, 0.0f);
   std::vector<std::uint32_t> acci(is_int ? n : 0, 0u);
+  // i32 avg is exact (its sum is taken in 64 bits); i32 sum wraps modulo 2^32.
+  std::vector<std::int64_t> acc_avg(is_int && op == ReduceOp::avg ? n : 0, 0);
   std::vector<std::uint32_t> present(sum_like ? 0 : nblocks, 0u);
   for (int r = 0; r < spec.world_size; ++r) {
     for (std::uint64_t b : chosen_blocks(spec, r)) {
@@ -153,6 +155,7 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
           const std::int32_t x = v * 1000003;
           std::uint32_t& a = acci[i];
           const auto ai = static_cast<std::int32_t>(a);
+          if (op == ReduceOp::avg) acc_avg[i] += x;
           if (sum_like) a += static_cast<std::uint32_t>(x);
           else if (first) a = static_cast<std::uint32_t>(x);
           else if (op == ReduceOp::min) a = static_cast<std::uint32_t>(std::min(ai, x));
@@ -189,7 +192,7 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
   for (std::size_t i = 0; i < n; ++i) {
     if (is_int) {
       auto v = static_cast<std::int32_t>(acci[i]);
-      if (op == ReduceOp::avg) v = static_cast<std::int32_t>(v / static_cast<std::int32_t>(w));
+      if (op == ReduceOp::avg) v = static_cast<std::int32_t>(acc_avg[i] / static_cast<std::int64_t>(w));
       as<std::int32_t>(*out)[i] = v;
       continue;
     }

@@ -100,6 +100,7 @@ Aggregator::Aggregator(const AggregatorConfig& config, engine::Outbox& outbox)
   retry_.reserve(slots_.size() * my_lanes_.size());
   retrying_.reserve(slots_.size() * my_lanes_.size());
   acc_.resize(cfg_.block_elems);
+  acc64_.resize(cfg_.block_elems);
   iov_.resize(std::size_t{engine::result_chunk_capacity(cfg_.block_elems, 2, cfg_.max_message)} + 2);
 }
 
@@ -321,6 +322,7 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
   const DataType dt = g.dtype;
   const ReduceOp op = slot.redop;
   const bool zero_matters = op == ReduceOp::min || op == ReduceOp::max;
+  const bool wide_avg = dt == DataType::i32 && op == ReduceOp::avg;  // exact: block/reduce.hpp
   const std::size_t full_out = g.full_block_bytes();
   // Co-located: write the results straight into our own worker's output; the other workers'
   // copies are sent from there.
@@ -339,7 +341,10 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
       const std::size_t at = std::size_t{w} * cfg_.fusion + lane.staged_head[w];
       if (lane.staged_head[w] < lane.staged_n[w] && lane.staged_idx[at] == b) {
         const std::byte* src = lane.staged_src[at];
-        if (first)
+        if (wide_avg)
+          (first ? block::i32_avg_load : block::i32_avg_add)(reinterpret_cast<const std::int32_t*>(src), acc64_.data(),
+                                                              elems);
+        else if (first)
           block::acc_load(dt, src, acc_.data(), elems);
         else
           block::acc_reduce(dt, op, src, acc_.data(), elems);
@@ -355,7 +360,10 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
     }
     lane.out_idx[n] = b;
     std::byte* out = lane.local_op ? lane.local_op->recv + b * full_out : lane.out_data.data() + std::size_t{n} * full_out;
-    block::acc_store(dt, op, acc_.data(), elems, workers_, out);
+    if (wide_avg)
+      block::i32_avg_store(acc64_.data(), elems, workers_, reinterpret_cast<std::int32_t*>(out));
+    else
+      block::acc_store(dt, op, acc_.data(), elems, workers_, out);
     ++n;
   }
   lane.out_blocks = n;

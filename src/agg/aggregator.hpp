@@ -93,6 +93,7 @@ class Aggregator {
   std::vector<Pending> retry_;            // lanes whose sends hit back-pressure
   std::vector<Pending> retrying_;         // the list being retried (capacity reused)
   std::vector<float> acc_;                // one block of accumulator (fp32 / int32 bits)
+  std::vector<std::int64_t> acc64_;       // one block of i32 avg's exact accumulator
   std::vector<struct iovec> iov_;         // one result message: header, indices, one entry per block
 };
 

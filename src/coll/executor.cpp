@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "block/reduce.hpp"
 #include "common/failure_scope.hpp"
 #include "common/log.hpp"
 #include "engine/engine.hpp"
@@ -160,18 +161,8 @@ Status Executor::execute(CollOp& op) {
   // peers whose count differs waiting until their deadline instead of failing with `mismatch`.
   switch (op.kind) {
     case CollKind::allreduce:
-      switch (op.algo) {
-        case Algorithm::ring: return algo::ring_allreduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
-        case Algorithm::butterfly:
-          return algo::butterfly_allreduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
-        case Algorithm::ssar_recursive_doubling:
-        case Algorithm::ssar_split_allgather:
-        case Algorithm::dsar_split_allgather:
-          return algo::sparse_allreduce_dense(peers_, op.algo, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
-        default: break;
-      }
-      return Status(ErrorCode::unsupported, "allreduce algorithm " + std::string(algorithm_name(op.algo)) +
-                                                " does not run on the collective thread");
+      if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg(op);
+      return allreduce(op.algo, op.send, op.recv, op.count, op.dtype, op.op);
     case CollKind::broadcast:
       return algo::tree_broadcast(peers_, op.recv, op.count * esize, op.root);
     case CollKind::allgather:
@@ -187,6 +178,40 @@ Status Executor::execute(CollOp& op) {
   }
   // Only a CollKind value outside the enum gets here (every kind returns above).
   return Status(ErrorCode::internal, "collective kind " + std::to_string(static_cast<int>(op.kind)) + " is unknown");
+}
+
+Status Executor::allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+  switch (algo) {
+    case Algorithm::ring: return algo::ring_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::butterfly: return algo::butterfly_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::ssar_recursive_doubling:
+    case Algorithm::ssar_split_allgather:
+    case Algorithm::dsar_split_allgather:
+      return algo::sparse_allreduce_dense(peers_, algo, send, recv, count, dtype, op, scratch_);
+    default: break;
+  }
+  return Status(ErrorCode::unsupported,
+                "allreduce algorithm " + std::string(algorithm_name(algo)) + " does not run on the collective thread");
+}
+
+// The algorithms' messages carry 32-bit partial sums, which an i32 average overflows
+// (avg(INT32_MAX, INT32_MAX) was -1): they sum the values' 16-bit halves instead, each sum
+// exact below 32768 ranks, and the average is taken from those in 64 bits. Twice the data, for
+// an op that is rare on integers; zeros stay zeros, so the sparse algorithms keep their sparsity.
+Status Executor::exact_i32_avg(const CollOp& op) {
+  if (peers_.size() >= 32768)
+    return Status(ErrorCode::unsupported, peers_.what() + ": i32 avg is exact below 32768 ranks, this job has " +
+                                              std::to_string(peers_.size()));
+  halves_.resize(2 * op.count);
+  std::int32_t* hi = halves_.data();
+  std::int32_t* lo = hi + op.count;
+  block::i32_split_halves(static_cast<const std::int32_t*>(op.send), op.count, hi, lo);
+  // The sparse algorithms index with u32: twice a count near 2^32 goes the dense way.
+  const bool sparse = op.algo != Algorithm::ring && op.algo != Algorithm::butterfly;
+  const Algorithm algo = sparse && 2 * op.count > (std::uint64_t{1} << 32) ? Algorithm::ring : op.algo;
+  Status s = allreduce(algo, hi, hi, 2 * op.count, DataType::i32, ReduceOp::sum);
+  if (s.ok()) block::i32_avg_from_halves(hi, lo, op.count, peers_.size(), static_cast<std::int32_t*>(op.recv));
+  return s;
 }
 
 }  // namespace sparcoll::coll

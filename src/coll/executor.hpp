@@ -46,6 +46,8 @@ class Executor {
  private:
   void run();
   Status execute(CollOp& op);
+  Status allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  Status exact_i32_avg(const CollOp& op);
 
   Peers peers_;
   Options options_;
@@ -56,6 +58,7 @@ class Executor {
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
   algo::Scratch scratch_;
+  std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
   algo::CompressScratch compress_scratch_;
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0};
   std::thread thread_;

@@ -175,3 +175,21 @@ TEST(AllreduceMemory, ManyLanesCostOnlyTheLanesUsed) {
 }
 
 }  // namespace
+
+namespace {
+
+// avg(INT32_MAX, INT32_MAX) was -1: the sum wrapped before the division. Now exact with every
+// algorithm, co-located and with a dedicated aggregator; sum still wraps, as documented.
+TEST(AllreduceInt32, AvgIsExactAndSumWrapsWithEveryAlgorithm) {
+  for (const char* ranks : {"2", "3"}) {
+    for (const char* aggregators : {"0", "1"}) {
+      const sparcoll::testing::LaunchResult r = sparcoll::testing::launch(
+          {"-n", ranks, "--aggregators", aggregators, "--",
+           sparcoll::testing::build_path("tests/integration/sparcoll-int-avg-check")},
+          {}, std::chrono::seconds(60));
+      EXPECT_EQ(r.exit_code, 0) << ranks << " ranks, " << aggregators << " aggregators:\n" << r.out << r.err;
+    }
+  }
+}
+
+}  // namespace
