@@ -149,8 +149,13 @@ int run(const Flags& flags, int argc, char** argv) {
   mo.faults = runner.faults();
   Mix mix(mo);
   Sampler sampler(comm, start);
+  // The other ranks are still in the mix, so this one leaves at once rather than through the
+  // communicator's destructor; sparcoll-run then stops the job.
   auto fail = [&](const std::string& what) {
     std::fprintf(stderr, "sparcoll-soak: FAIL: rank %d: %s\n", rank, what.c_str());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(1);
     return 1;
   };
 
