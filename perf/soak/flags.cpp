@@ -16,7 +16,8 @@ const char* const kUsage =
     "  --warmup F            fraction of the ops (and cycles) before the baseline sample (default 0.1)\n"
     "  --rss-limit-mib M     RSS may grow after warm-up by the larger of M MiB (default 8)\n"
     "  --rss-limit-percent P and P %% of the baseline (default 5)\n"
-    "  --heap-limit-mib M    malloc's bytes in use may grow by M MiB after warm-up (default 4)\n"
+    "  --heap-limit-mib M    malloc's bytes in use may grow after warm-up by the larger of M MiB (default 4)\n"
+    "  --heap-limit-percent P and P %% of the baseline (default 5)\n"
     "  --max-bytes SIZE      largest tensor, e.g. 1M (default 16M)\n"
     "  --kinds LIST          allreduce,broadcast,allgather,reduce_scatter,barrier,sparse,compressed,rejected\n"
     "                        (default: all)\n"
@@ -25,6 +26,7 @@ const char* const kUsage =
     "  --seed S              the mix's seed, the same on every rank (default 1)\n"
     "  --json FILE           append the samples and the verdict as JSON lines (rank 0)\n"
     "  --progress            print each sample as it is taken (rank 0)\n"
+    "  --log-calls           print every call as it starts (rank 0)\n"
     "  --malloc-default      keep glibc's growing mmap threshold (default: fixed at 128 KiB, so freed\n"
     "                        big blocks leave RSS and RSS follows the live memory)\n";
 
@@ -79,8 +81,8 @@ Flags parse_flags(int argc, char** argv) {
       std::printf("%s", kUsage);
       std::exit(0);
     }
-    if (a == "--progress" || a == "--malloc-default") {
-      (a == "--progress" ? f.progress : f.malloc_default) = true;
+    if (a == "--progress" || a == "--malloc-default" || a == "--log-calls") {
+      (a == "--progress" ? f.progress : a == "--log-calls" ? f.log_calls : f.malloc_default) = true;
       continue;
     }
     if (!has_inline && i + 1 >= argc) usage("missing value after " + a);
@@ -92,6 +94,7 @@ Flags parse_flags(int argc, char** argv) {
     else if (a == "--rss-limit-mib") f.limits.rss_mib = parse_number(a, v, 0, 1e6);
     else if (a == "--rss-limit-percent") f.limits.rss_percent = parse_number(a, v, 0, 1000);
     else if (a == "--heap-limit-mib") f.limits.heap_mib = parse_number(a, v, 0, 1e6);
+    else if (a == "--heap-limit-percent") f.limits.heap_percent = parse_number(a, v, 0, 1000);
     else if (a == "--max-bytes") f.max_bytes = parse_bytes(a, v);
     else if (a == "--max-batch") f.max_batch = static_cast<int>(parse_count(a, v, 1));
     else if (a == "--check-every") f.check_every = parse_count(a, v, 1);

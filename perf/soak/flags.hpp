@@ -24,6 +24,7 @@ struct Flags {
   std::uint64_t seed = 1;
   std::string json;
   bool progress = false;
+  bool log_calls = false;  // rank 0 prints every call as it starts (to find what a sample caught)
   // Keep glibc's dynamic mmap threshold (see main.cpp) instead of fixing it at 128 KiB.
   bool malloc_default = false;
 };

@@ -166,6 +166,9 @@ int run(const Flags& flags, int argc, char** argv) {
     Step step = mix.next();
     if (step.calls.size() > flags.ops - done) step.calls.resize(flags.ops - done);
     const bool check = steps++ % flags.check_every == 0;
+    if (flags.log_calls && rank == 0)
+      for (std::size_t i = 0; i < step.calls.size(); ++i)
+        std::printf("sparcoll-soak: op %llu: %s\n", static_cast<unsigned long long>(done + i), step.calls[i].describe().c_str());
     const std::string wrong = runner.run(step, check);
     if (!wrong.empty()) return fail("op " + std::to_string(done) + ": " + wrong);
     done += step.calls.size();
