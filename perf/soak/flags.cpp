@@ -1,6 +1,8 @@
 #include "flags.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <cstdlib>
 #include <sstream>
 
@@ -15,9 +17,9 @@ const char* const kUsage =
     "  --sample-every S      sample RSS, fds and threads every S ops (default ops/40)\n"
     "  --warmup F            fraction of the ops (and cycles) before the baseline sample (default 0.1)\n"
     "  --rss-limit-mib M     RSS may grow after warm-up by the larger of M MiB (default 8)\n"
-    "  --rss-limit-percent P and P %% of the baseline (default 5)\n"
+    "  --rss-limit-percent P and P % of the baseline (default 5)\n"
     "  --heap-limit-mib M    malloc's bytes in use may grow after warm-up by the larger of M MiB (default 4)\n"
-    "  --heap-limit-percent P and P %% of the baseline (default 5)\n"
+    "  --heap-limit-percent P and P % of the baseline (default 5)\n"
     "  --max-bytes SIZE      largest tensor, e.g. 1M (default 16M)\n"
     "  --kinds LIST          allreduce,broadcast,allgather,reduce_scatter,barrier,sparse,compressed,rejected\n"
     "                        (default: all)\n"
@@ -85,6 +87,11 @@ Flags parse_flags(int argc, char** argv) {
       (a == "--progress" ? f.progress : a == "--log-calls" ? f.log_calls : f.malloc_default) = true;
       continue;
     }
+    static const char* const kValued[] = {"--ops",           "--cycles",          "--sample-every",       "--warmup",
+                                          "--rss-limit-mib", "--rss-limit-percent", "--heap-limit-mib",
+                                          "--heap-limit-percent", "--max-bytes",   "--max-batch",
+                                          "--check-every",   "--seed",            "--json",               "--kinds"};
+    if (std::find(std::begin(kValued), std::end(kValued), a) == std::end(kValued)) usage("unknown flag " + a);
     if (!has_inline && i + 1 >= argc) usage("missing value after " + a);
     const std::string v = has_inline ? inline_value : argv[++i];
     if (a == "--ops") f.ops = parse_count(a, v, 1);
