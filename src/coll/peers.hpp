@@ -12,7 +12,8 @@
 // Messages are split into fragments of one transport message each; a fragment is copied (or
 // reduced) straight into the posted destination. A fragment that arrives before its receive is
 // posted (a faster peer is a step or a collective ahead) is kept in a stash whose buffers are
-// reused, so steady-state operation allocates nothing. Any failure (a dead peer, a timeout, a
+// reused, so steady-state operation allocates nothing; a buffer above 1 MiB is freed once its
+// message is delivered, so a rare large early message does not stay allocated. Any failure (a dead peer, a timeout, a
 // size that differs across ranks, a corrupt fragment) fails the collective with a message that
 // names the peer, the collective and the step.
 #pragma once
@@ -80,6 +81,8 @@ class Peers {
   std::uint64_t bytes_received() const noexcept { return bytes_received_; }
   std::uint64_t messages_sent() const noexcept { return messages_sent_; }
   std::uint64_t messages_received() const noexcept { return messages_received_; }
+  // Bytes the stash holds allocated, in use or kept for reuse (tests, diagnostics).
+  std::size_t stash_bytes() const noexcept;
 
  private:
   enum class RecvMode : std::uint8_t { copy, reduce, any };
@@ -118,6 +121,8 @@ class Peers {
   Stashed& stash_slot();
   // The mismatch expect_only_posted() reports for an unposted message from `peer`.
   void fail_unexpected(std::uint32_t peer, std::uint32_t tag);
+  // Frees a stash slot once its message is delivered or dropped; keeps its buffer if small.
+  void release(Stashed& s);
   void fail(Status s);
   // What the current collective still waits for ("no data from rank 2 for ... step 1"), or "".
   std::string waiting_for() const;
