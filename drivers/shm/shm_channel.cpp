@@ -7,8 +7,8 @@
 namespace sparcoll::transport::shm {
 
 ShmChannel::ShmChannel(std::uint32_t index, std::uint32_t max_message, std::size_t process_count,
-                       std::vector<PeerLink> peers)
-    : index_(index), max_message_(max_message), slot_of_(process_count, -1) {
+                       std::vector<PeerLink> peers, bool reads_peer_memory)
+    : index_(index), max_message_(max_message), slot_of_(process_count, -1), reads_peer_memory_(reads_peer_memory) {
   peers_.reserve(peers.size());
   for (PeerLink& link : peers) {
     slot_of_[link.index] = static_cast<std::int32_t>(peers_.size());

@@ -50,6 +50,7 @@ struct Options {
   // --- transports ---------------------------------------------------------------------------
   std::string tcp_addr;                      // SPARCOLL_TCP_ADDR: address to listen on / advertise
   std::uint32_t shm_ring_bytes = 1u << 20;   // SPARCOLL_SHM_RING_BYTES: per (sender, receiver, thread)
+  std::string shm_peer_reads = "auto";       // SPARCOLL_SHM_PEER_READS: auto | off (one-copy reads of peers' memory)
   std::string ib_device;                     // SPARCOLL_IB_DEVICE: rdma device name; empty = first usable
   std::uint32_t ib_port = 0;                 // SPARCOLL_IB_PORT: 1-based port; 0 = first active port
   int ib_gid_index = -1;                     // SPARCOLL_IB_GID_INDEX: -1 = best GID (RoCE v2 preferred)

@@ -517,7 +517,7 @@ Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::s
 
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                     Algorithm algo, std::shared_ptr<RequestState>* out) {
-  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::dsar_split_allgather))
+  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::direct))
     return Status(ErrorCode::invalid_argument,
                   "allreduce: algorithm " + std::to_string(static_cast<int>(algo)) + " is not a known algorithm");
   const Algorithm chosen = resolve(algo, send, count, dtype, op);

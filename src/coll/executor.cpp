@@ -184,6 +184,14 @@ Status Executor::allreduce(Algorithm algo, const void* send, void* recv, std::si
   switch (algo) {
     case Algorithm::ring: return algo::ring_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::butterfly: return algo::butterfly_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::recursive_doubling:
+      return algo::recursive_doubling_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::direct:
+      if (peers_.size() > 1 && !peers_.reads_peer_memory())
+        return Status(ErrorCode::unsupported, peers_.what() +
+                                                  ": the direct algorithm reads peers' memory in place, which only the "
+                                                  "shm transport does (and not with SPARCOLL_SHM_PEER_READS=off)");
+      return algo::direct_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::ssar_recursive_doubling:
     case Algorithm::ssar_split_allgather:
     case Algorithm::dsar_split_allgather:

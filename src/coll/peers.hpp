@@ -64,6 +64,10 @@ class Peers {
 
   // Progresses until every posted send has left and every posted receive is complete.
   Status wait();
+  // Whether the transport reads peers' memory in place (the direct algorithm), and the read:
+  // `bytes` at `remote` in `peer`'s address space into `local`; errors name the collective.
+  bool reads_peer_memory() const noexcept { return channel_ != nullptr && channel_->reads_peer_memory(); }
+  Status read_peer_memory(std::uint32_t peer, std::uint64_t remote, void* local, std::size_t bytes);
   // Between collectives: one poll of the channel, so the driver acknowledges and retransmits
   // (a packet transport's peers cannot finish without this rank's acknowledgements) and what
   // faster peers sent for the next collective is stashed. True when something arrived; a

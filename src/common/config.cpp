@@ -23,12 +23,13 @@ namespace {
 
 // The allowed values of enumerated options, each listed once: parsing, validation and the
 // docs all read these. A new algorithm or transport is added here.
-constexpr std::array<std::string_view, 7> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
+constexpr std::array<std::string_view, 9> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
                                                         "ssar_recursive_doubling", "ssar_split_allgather",
-                                                        "dsar_split_allgather"};
+                                                        "dsar_split_allgather", "recursive_doubling", "direct"};
 constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
 constexpr std::array<std::string_view, 4> kPollModes = {"spin", "yield", "auto", "event"};
 constexpr std::array<std::string_view, 2> kMemifZeroCopy = {"auto", "off"};
+constexpr std::array<std::string_view, 2> kShmPeerReads = {"auto", "off"};
 constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warn", "info", "debug"};
 
@@ -370,7 +371,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
        {}, &parse_choice<&Options::transport, kTransports>},
-      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather or dsar_split_allgather (docs/algorithms.md).", {},
+      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling or direct (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
       {"SPARCOLL_LINK_LATENCY_NS", "link_latency_ns", "0",
        "per-message latency the algo=auto cost model assumes, in ns; 0 = measured once per communicator "
@@ -413,6 +414,11 @@ const std::vector<ConfigVariable>& config_variables() {
        "bytes of each shared-memory ring (per sender, receiver and thread): a power of two from 65536 to "
        "1073741824, at least 4 * max_message.",
        {}, &parse_positive_u32<&Options::shm_ring_bytes>},
+      {"SPARCOLL_SHM_PEER_READS", "shm_peer_reads", "auto",
+       "auto: the shm transport reads peers' memory in place when every process of the job can "
+       "(process_vm_readv, checked at setup), for the direct algorithm's one-copy transfers. off: never "
+       "(the direct algorithm is then unsupported and auto uses the ring).",
+       {}, &parse_choice<&Options::shm_peer_reads, kShmPeerReads>},
       {"SPARCOLL_IB_DEVICE", "ib_device", "(first device with an active port)",
        "rdma device the rdma transport uses, e.g. mlx5_0 or rxe0 (ibv_devices lists them).", {},
        &parse_text<&Options::ib_device>},
