@@ -24,6 +24,7 @@ enum class Algorithm : std::uint8_t {
   dsar_split_allgather = 7,     // SparCML dynamic sparse allreduce (densifies past break-even)
   recursive_doubling = 8,       // dense, latency-optimal: log2(n) exchanges of the whole tensor
   direct = 9,                   // dense reduce-scatter + allgather reading peers' memory in place (shm)
+  hybrid = 10,                  // per stripe: block-sparse where sparse, the best dense path where dense
 };
 
 constexpr std::size_t dtype_size(DataType t) noexcept {

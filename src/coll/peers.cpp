@@ -41,6 +41,7 @@ void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadlin
   deadline_ = deadline;
   failed_ = false;
   only_posted_ = false;
+  tag_base_ = 0;
   failure_ = Status();
   sends_.clear();
   recvs_.clear();
@@ -101,7 +102,7 @@ void Peers::send(std::uint32_t peer, std::uint32_t tag, const void* data, std::s
                                          std::to_string(rank_) + " of " + std::to_string(size_)));
     return;
   }
-  sends_.push_back(PendingSend{peer, tag, static_cast<const std::byte*>(data), bytes, 0, false});
+  sends_.push_back(PendingSend{peer, tag_base_ + tag, static_cast<const std::byte*>(data), bytes, 0, false});
 }
 
 void Peers::recv(std::uint32_t peer, std::uint32_t tag, void* dst, std::size_t bytes) {
@@ -121,6 +122,7 @@ void Peers::recv_any(std::uint32_t peer, std::uint32_t tag, std::vector<std::byt
 }
 
 void Peers::post(PostedRecv r) {
+  r.tag += tag_base_;
   if (r.peer >= size_ || r.peer == rank_ || channel_ == nullptr) {
     fail(Status(ErrorCode::internal, step_name(r.tag) + ": receive from " + peer_name(r.peer) + " on rank " +
                                          std::to_string(rank_) + " of " + std::to_string(size_)));

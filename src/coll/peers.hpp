@@ -45,6 +45,10 @@ class Peers {
 
   // Starts collective `seq` (named `what` in errors, e.g. "allreduce op 7 (ring)").
   void begin(std::uint32_t seq, std::string what, Clock::time_point deadline);
+  // Added to every tag posted from now on in this collective, so that one collective can run
+  // several algorithms one after another (the phases of a hybrid allreduce) without their
+  // messages meeting: each algorithm numbers its tags from 0.
+  void set_tag_base(std::uint32_t base) noexcept { tag_base_ = base; }
 
   // --- posting (non-blocking; buffers stay valid until wait() returns) ------------------------
   void send(std::uint32_t peer, std::uint32_t tag, const void* data, std::size_t bytes);
@@ -146,6 +150,7 @@ class Peers {
   Status failure_;
   bool failed_ = false;
   bool only_posted_ = false;  // expect_only_posted() for the current collective
+  std::uint32_t tag_base_ = 0;
   // Aborts that arrived for collectives not started yet.
   struct EarlyAbort {
     std::uint32_t seq;

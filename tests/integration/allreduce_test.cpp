@@ -72,6 +72,44 @@ INSTANTIATE_TEST_SUITE_P(Dense, DenseAllreduceMatrix,
                                   std::get<2>(info.param);
                          });
 
+// The hybrid allreduce: stripes of one tensor split between block-sparse and the dense path.
+// SPARCOLL_HYBRID_DENSE_PERCENT 0 sends every stripe dense, 101 none, 40 (the default) splits
+// dense_half tensors (dense first half, sparse second half) and follows the density elsewhere.
+// Sizes above 512 blocks make several stripes; min and max check the stripes' zeros.
+class HybridAllreduceMatrix : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+
+TEST_P(HybridAllreduceMatrix, EveryDtypeOpSizeDensityAndPattern) {
+  const auto& [ranks, transport, percent] = GetParam();
+  std::vector<std::string> args = {"--algo", "hybrid", "--sizes", "0,1,1283,400003", "--densities", "0,0.5,1",
+                                   "--patterns", "random,dense_half", "--inflight", "3"};
+  expect_passed(run_check(ranks, transport, 0, args, {"SPARCOLL_HYBRID_DENSE_PERCENT=" + percent}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Hybrid, HybridAllreduceMatrix,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values("shm", "tcp"),
+                                            ::testing::Values("0", "40", "101")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
+                                  std::get<2>(info.param) + "percent";
+                         });
+
+// More ranks (oversubscribed cores): the split case only, fewer sizes.
+TEST(HybridAllreduce, FourAndFiveRanksSplitTheStripes) {
+  for (const int ranks : {4, 5})
+    for (const char* transport : {"shm", "tcp"})
+      expect_passed(run_check(ranks, transport, 0,
+                              {"--algo", "hybrid", "--sizes", "1,400003", "--densities", "0.01,1", "--patterns",
+                               "dense_half", "--ops", "sum,min", "--inflight", "3"}));
+}
+
+// With dedicated aggregators the block-sparse half runs through them and the dense half
+// between the workers.
+TEST(HybridAllreduce, WithDedicatedAggregators) {
+  expect_passed(run_check(3, "shm", 2,
+                          {"--algo", "hybrid", "--sizes", "1,400003", "--densities", "0.01,1", "--patterns",
+                           "dense_half,random"}));
+}
+
 // The direct algorithm reads peers' memory in place: shm only. A size above one piece (32768
 // elements) so chunks are read in several pieces.
 class DirectAllreduceMatrix : public ::testing::TestWithParam<int> {};
