@@ -211,26 +211,22 @@ void TcpChannel::receive(Peer& peer) {
 
 int TcpChannel::deliver(Peer& peer, ReceivedMessage* out, int n, int max) {
   while (n < max) {
-    const std::size_t available = peer.rx_end - peer.rx_start;
-    if (available < sizeof(FrameHeader)) break;
-    FrameHeader header;
-    std::memcpy(&header, peer.rx.get() + peer.rx_start, sizeof header);
-    const std::uint32_t len = le32toh(header.len);
-    if (header.reserved != 0) {
+    std::uint32_t len = 0;
+    const FrameCheck check = check_frame(peer.rx.get() + peer.rx_start, peer.rx_end - peer.rx_start, max_message_, &len);
+    if (check == FrameCheck::incomplete) break;
+    if (check == FrameCheck::bad_reserved) {
       error_ = Status(ErrorCode::protocol_error, "malformed frame header from " + peer.label + " on tcp channel " +
                                                      std::to_string(index_));
       return -1;
     }
-    if (len > max_message_) {
+    if (check == FrameCheck::too_large) {
       error_ = Status(ErrorCode::protocol_error, peer.label + " sent a frame of " + std::to_string(len) +
                                                      " bytes on tcp channel " + std::to_string(index_) +
                                                      ", above the max message of " + std::to_string(max_message_) + " bytes");
       return -1;
     }
-    const std::size_t bytes = static_cast<std::size_t>(frame_bytes(len));
-    if (available < bytes) break;
     out[n++] = ReceivedMessage{peer.index, peer.rx.get() + peer.rx_start + sizeof(FrameHeader), len};
-    peer.rx_start += bytes;
+    peer.rx_start += static_cast<std::size_t>(frame_bytes(len));
   }
   return n;
 }
