@@ -118,12 +118,21 @@ bool load_trace(const std::string& path, GradientTrace* out, std::string* error)
   *out = GradientTrace{};
   std::vector<unsigned char> file;
   if (!read_file(path, &file, error)) return false;
+  return load_trace_bytes(file, path, out, error);
+}
+
+bool load_trace_bytes(const std::vector<unsigned char>& file, const std::string& path, GradientTrace* out,
+                      std::string* error) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  *out = GradientTrace{};
   auto fail = [&](const std::string& what) {
     *error = "gradient trace " + path + ": " + what;
     *out = GradientTrace{};
     return false;
   };
 #if !SPARCOLL_HAVE_ZLIB
+  (void)file;
   return fail("sparcoll was built without zlib (apt-get install zlib1g-dev, then reconfigure), traces cannot be read");
 #else
   if (file.empty()) return fail("empty file");
