@@ -44,6 +44,20 @@ struct RingKey {
   std::uint32_t channel;
 };
 
+// Where things are in a segment: the table after the header, then the rings, each 64-byte aligned.
+constexpr std::uint64_t segment_align64(std::uint64_t n) { return (n + 63) & ~std::uint64_t{63}; }
+constexpr std::uint64_t segment_table_offset() { return segment_align64(sizeof(SegmentHeader)); }
+constexpr std::uint64_t segment_first_ring_offset(std::uint64_t ring_count) {
+  return segment_align64(segment_table_offset() + ring_count * sizeof(RingEntry));
+}
+constexpr std::uint64_t segment_ring_stride(std::uint64_t ring_bytes) { return sizeof(RingControl) + ring_bytes; }
+
+// Checks a peer's segment, mapped at `base` with `size` bytes, before anything else reads it:
+// header, ring size and count, every ring of the table inside the mapping. `owner` and `name`
+// name the peer and the segment in errors. Pure (no system call), so it can be fuzzed.
+Status check_segment(const std::byte* base, std::uint64_t size, std::uint32_t owner_index, const std::string& owner,
+                     const std::string& name);
+
 class Segment {
  public:
   Segment() = default;
