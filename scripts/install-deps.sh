@@ -30,6 +30,8 @@ packages=(
   python3-matplotlib python3-numpy
   # scripts/check-fresh-install: a clean Debian 12 root to prove these two commands on
   mmdebstrap
+  # fuzzing (tests/fuzz, scripts/fuzz): clang, and its runtimes with libFuzzer and the sanitizers
+  clang libclang-rt-14-dev
 )
 
 if [ "${1:-}" = --list ]; then

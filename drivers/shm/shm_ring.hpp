@@ -77,6 +77,8 @@ class RingReader {
       released_ = head_;
     }
   }
+  // Bytes handed out so far, wrap records included: the head release() publishes next.
+  std::uint64_t position() const { return head_; }
   // True when the producer has published nothing we have not handed out (reloads tail).
   bool drained() {
     tail_cache_ = control_->tail.load(std::memory_order_acquire);
