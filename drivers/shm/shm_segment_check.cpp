@@ -30,8 +30,9 @@ Status check_segment(const std::byte* base, std::uint64_t size, std::uint32_t ow
   const auto* entries = reinterpret_cast<const RingEntry*>(base + segment_table_offset());
   for (std::uint32_t i = 0; i < header->ring_count; ++i) {
     const std::uint64_t offset = entries[i].offset;
-    if (offset < segment_first_ring_offset(header->ring_count) || offset % 64 != 0 ||
-        offset + segment_ring_stride(ring_bytes) > size)
+    // offset + stride could wrap past 2^64 and look small: compare with what is left after offset.
+    if (offset < segment_first_ring_offset(header->ring_count) || offset % 64 != 0 || offset > size ||
+        segment_ring_stride(ring_bytes) > size - offset)
       return bad("ring " + std::to_string(i) + " lies outside the segment");
   }
   return Status::Ok();

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "../../drivers/shm/shm_ring.hpp"
@@ -79,6 +80,54 @@ TEST(DriverShmRing, CorruptRecordIsReported) {
   const std::byte* data = nullptr;
   std::uint32_t len = 0;
   EXPECT_EQ(reader.next(&data, &len), RingReader::Next::corrupt);
+}
+
+// A peer's segment laid out as Segment::create does, in 64-byte aligned memory (a mapping is
+// page aligned), for check_segment.
+struct SegmentImage {
+  SegmentImage(std::uint32_t owner, std::uint32_t rings, std::uint64_t ring_bytes)
+      : size(transport::shm::segment_first_ring_offset(rings) + rings * transport::shm::segment_ring_stride(ring_bytes)),
+        memory(size / 64 + 1) {
+    auto* header = new (memory.data()) transport::shm::SegmentHeader{};
+    header->magic = transport::shm::kSegmentMagic;
+    header->version = transport::shm::kSegmentVersion;
+    header->owner_index = owner;
+    header->ring_count = rings;
+    header->max_message = 64;
+    header->ring_bytes = ring_bytes;
+    header->total_bytes = size;
+    for (std::uint32_t i = 0; i < rings; ++i)
+      table()[i] = transport::shm::RingEntry{i, 0, transport::shm::segment_first_ring_offset(rings) +
+                                                       i * transport::shm::segment_ring_stride(ring_bytes)};
+  }
+  transport::shm::RingEntry* table() {
+    return reinterpret_cast<transport::shm::RingEntry*>(bytes() + transport::shm::segment_table_offset());
+  }
+  std::byte* bytes() { return reinterpret_cast<std::byte*>(memory.data()); }
+  Status check(std::uint32_t owner) { return transport::shm::check_segment(bytes(), size, owner, "rank 1", "/test"); }
+
+  struct alignas(64) Line {
+    std::byte b[64];
+  };
+  std::uint64_t size;
+  std::vector<Line> memory;
+};
+
+TEST(DriverShmSegment, ALaidOutSegmentIsAccepted) {
+  SegmentImage image(1, 3, 128);
+  EXPECT_TRUE(image.check(1).ok()) << image.check(1).to_string();
+  EXPECT_EQ(image.check(2).code(), ErrorCode::protocol_error);  // another process's segment
+}
+
+// Found by tests/fuzz/fuzz_shm_segment (corpus: crash-ring-offset-wraps): a ring offset near
+// 2^64 made offset + ring size wrap to a small number, so the check passed and the writer would
+// have written far outside the mapping.
+TEST(DriverShmSegment, RingOffsetThatWrapsIsRefused) {
+  SegmentImage image(1, 2, 64);
+  image.table()[1].offset = ~std::uint64_t{63};  // 2^64 - 64: 64-byte aligned, past the table
+  const Status status = image.check(1);
+  EXPECT_EQ(status.code(), ErrorCode::protocol_error) << status.to_string();
+  EXPECT_NE(status.message().find("ring 1 lies outside the segment"), std::string::npos) << status.message();
 }
 
 ClusterConfig shm_config() {
