@@ -17,9 +17,13 @@ bool RingWriter::try_write(const struct iovec* iov, int iovcnt, std::uint32_t le
   const std::uint64_t pos = tail_ & (capacity_ - 1);
   const std::uint64_t to_end = capacity_ - pos;
   const std::uint64_t needed = bytes <= to_end ? bytes : to_end + bytes;
-  if (capacity_ - (tail_ - head_cache_) < needed) {
+  // head is the consumer's, another process: one that claims to be ahead of tail_ (or more than
+  // a ring behind) would make the free space wrap to a huge number and the copy run past the
+  // ring. Such a ring stays full.
+  auto fits = [&] { return tail_ - head_cache_ <= capacity_ && capacity_ - (tail_ - head_cache_) >= needed; };
+  if (!fits()) {
     head_cache_ = control_->head.load(std::memory_order_acquire);
-    if (capacity_ - (tail_ - head_cache_) < needed) return false;
+    if (!fits()) return false;
   }
   std::uint64_t at = pos;
   if (bytes > to_end) {

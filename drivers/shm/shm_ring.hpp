@@ -49,7 +49,8 @@ class RingWriter {
   RingWriter() = default;
   RingWriter(RingControl* control, std::byte* data, std::uint64_t capacity);
 
-  // Copies the gathered message into the ring. False (nothing written) when it does not fit.
+  // Copies the gathered message into the ring. False (nothing written) when it does not fit,
+  // or when the consumer's head is not within one ring behind our tail (a corrupt peer).
   bool try_write(const struct iovec* iov, int iovcnt, std::uint32_t len);
 
  private:

@@ -82,6 +82,43 @@ TEST(DriverShmRing, CorruptRecordIsReported) {
   EXPECT_EQ(reader.next(&data, &len), RingReader::Next::corrupt);
 }
 
+// Found by tests/fuzz/fuzz_shm_ring (corpus: crash-writer-trusts-head): the consumer's head is
+// written by another process; one ahead of the writer's tail made the free space wrap to a huge
+// number, and a message larger than the ring was copied past its end.
+TEST(DriverShmRing, WriterStaysInsideTheRingWhateverTheHead) {
+  constexpr std::uint64_t kCapacity = 64;
+  constexpr std::size_t kGuard = 256;
+  std::byte payload[200] = {};
+  // The writer reads the head when it attaches and again whenever the ring looks full.
+  for (const bool fill_first : {false, true}) {
+    for (const std::uint64_t head : {std::uint64_t{1000}, std::uint64_t{8}, std::uint64_t{1}}) {  // ahead of the tail
+      std::vector<std::uint64_t> memory((sizeof(RingControl) + kCapacity + kGuard) / 8);
+      auto* control = new (memory.data()) RingControl{};
+      auto* data = reinterpret_cast<std::byte*>(control + 1);
+      std::memset(data + kCapacity, 0xaa, kGuard);
+      if (!fill_first) control->head.store(head, std::memory_order_relaxed);
+      RingWriter writer(control, data, kCapacity);
+      std::uint64_t base = 0;
+      if (fill_first) {
+        struct iovec iov = {payload, 56};
+        ASSERT_TRUE(writer.try_write(&iov, 1, 56));  // 64 bytes: the ring is full
+        base = 64;
+        control->head.store(base + head, std::memory_order_release);
+      }
+      for (const std::uint32_t len : {0u, 8u, 56u, 60u, 200u}) {
+        struct iovec iov = {payload, len};
+        EXPECT_FALSE(writer.try_write(&iov, 1, len)) << "head " << base + head << ", message of " << len << " bytes";
+      }
+      for (std::size_t i = 0; i < kGuard; ++i)
+        ASSERT_EQ(data[kCapacity + i], std::byte{0xaa}) << "byte " << i << " past the ring";
+      // A sane head again: the ring works.
+      control->head.store(base, std::memory_order_release);
+      struct iovec iov = {payload, 8};
+      EXPECT_TRUE(writer.try_write(&iov, 1, 8));
+    }
+  }
+}
+
 // A peer's segment laid out as Segment::create does, in 64-byte aligned memory (a mapping is
 // page aligned), for check_segment.
 struct SegmentImage {
