@@ -59,6 +59,10 @@ RingReader::Next RingReader::next(const std::byte** data, std::uint32_t* len) {
     if (head_ == tail_cache_) {
       tail_cache_ = control_->tail.load(std::memory_order_acquire);
       if (head_ == tail_cache_) return Next::empty;
+      // The producer never publishes more than a ring ahead of what we read. A tail behind us or
+      // beyond that is corrupt: trusted, it would make every bound below pass (tail - head
+      // wraps to a huge number) and hand out stale or never-written records.
+      if (tail_cache_ - head_ > capacity_) return Next::corrupt;
     }
     const std::uint64_t pos = head_ & (capacity_ - 1);
     const auto* header = reinterpret_cast<const RecordHeader*>(data_ + pos);

@@ -167,6 +167,30 @@ TEST(DriverShmSegment, RingOffsetThatWrapsIsRefused) {
   EXPECT_NE(status.message().find("ring 1 lies outside the segment"), std::string::npos) << status.message();
 }
 
+// Found by tests/fuzz/fuzz_shm_ring (corpus: crash-tail-behind-head): the producer's tail is
+// another process's word; one moved back behind the reader (or more than a ring ahead) made the
+// published-bytes check wrap and pass, and records never published were handed out.
+TEST(DriverShmRing, TailOutsideOneRingAheadIsCorrupt) {
+  constexpr std::uint64_t kCapacity = 256;
+  for (const std::uint64_t tail : {std::uint64_t{8}, std::uint64_t{kCapacity + 32 + 8}, ~std::uint64_t{0}}) {
+    LocalRing ring(kCapacity);
+    RingWriter writer(ring.control, ring.data, kCapacity);
+    RingReader reader(ring.control, ring.data, kCapacity, 64);
+    std::byte payload[24] = {};
+    struct iovec iov = {payload, sizeof payload};
+    ASSERT_TRUE(writer.try_write(&iov, 1, sizeof payload));  // one 32-byte record
+    const std::byte* data = nullptr;
+    std::uint32_t len = 0;
+    ASSERT_EQ(reader.next(&data, &len), RingReader::Next::message);
+    ASSERT_EQ(reader.next(&data, &len), RingReader::Next::empty);
+    // A well-formed record after the first one, published by a tail outside [32, 32 + ring].
+    const transport::shm::RecordHeader record{8, transport::shm::kRecordMessage};
+    std::memcpy(ring.data + 32, &record, sizeof record);
+    ring.control->tail.store(tail, std::memory_order_release);
+    EXPECT_EQ(reader.next(&data, &len), RingReader::Next::corrupt) << "tail " << tail;
+  }
+}
+
 ClusterConfig shm_config() {
   ClusterConfig c;
   c.driver = "shm";
