@@ -65,20 +65,23 @@ RingReader::Next RingReader::next(const std::byte** data, std::uint32_t* len) {
       if (tail_cache_ - head_ > capacity_) return Next::corrupt;
     }
     const std::uint64_t pos = head_ & (capacity_ - 1);
-    const auto* header = reinterpret_cast<const RecordHeader*>(data_ + pos);
+    // The peer is in our job but writes memory we read: check every bound before trusting it,
+    // and read the header once. Read field by field from shared memory, a peer rewriting it
+    // between the check and the use would get an unchecked length past us.
+    auto* header = reinterpret_cast<RecordHeader*>(data_ + pos);
+    const std::uint32_t kind = std::atomic_ref<std::uint32_t>(header->kind).load(std::memory_order_relaxed);
+    const std::uint32_t record_len = std::atomic_ref<std::uint32_t>(header->len).load(std::memory_order_relaxed);
     const std::uint64_t to_end = capacity_ - pos;
-    if (header->kind == kRecordWrap) {
-      // The peer is in our job but writes memory we read: check every bound before trusting it.
-      if (header->len != to_end - sizeof(RecordHeader) || tail_cache_ - head_ < to_end) return Next::corrupt;
+    if (kind == kRecordWrap) {
+      if (record_len != to_end - sizeof(RecordHeader) || tail_cache_ - head_ < to_end) return Next::corrupt;
       head_ += to_end;
       continue;
     }
-    const std::uint64_t bytes = record_bytes(header->len);
-    if (header->kind != kRecordMessage || header->len > max_message_ || bytes > to_end ||
-        tail_cache_ - head_ < bytes)
+    const std::uint64_t bytes = record_bytes(record_len);
+    if (kind != kRecordMessage || record_len > max_message_ || bytes > to_end || tail_cache_ - head_ < bytes)
       return Next::corrupt;
     *data = data_ + pos + sizeof(RecordHeader);
-    *len = header->len;
+    *len = record_len;
     head_ += bytes;
     return Next::message;
   }
