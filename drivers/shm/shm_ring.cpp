@@ -15,6 +15,9 @@ RingWriter::RingWriter(RingControl* control, std::byte* data, std::uint64_t capa
 bool RingWriter::try_write(const struct iovec* iov, int iovcnt, std::uint32_t len) {
   const std::uint64_t bytes = record_bytes(len);
   const std::uint64_t pos = tail_ & (capacity_ - 1);
+  // Our tail came from shared memory when we attached: records are 8-byte aligned, so one that
+  // is not could only put a header across the end of the ring. Such a ring stays full.
+  if (pos % sizeof(RecordHeader) != 0) return false;
   const std::uint64_t to_end = capacity_ - pos;
   const std::uint64_t needed = bytes <= to_end ? bytes : to_end + bytes;
   // head is the consumer's, another process: one that claims to be ahead of tail_ (or more than
@@ -65,6 +68,9 @@ RingReader::Next RingReader::next(const std::byte** data, std::uint32_t* len) {
       if (tail_cache_ - head_ > capacity_) return Next::corrupt;
     }
     const std::uint64_t pos = head_ & (capacity_ - 1);
+    // Our head came from shared memory when we attached: one that is not 8-byte aligned would
+    // put a header across the end of the ring.
+    if (pos % sizeof(RecordHeader) != 0) return Next::corrupt;
     // The peer is in our job but writes memory we read: check every bound before trusting it,
     // and read the header once. Read field by field from shared memory, a peer rewriting it
     // between the check and the use would get an unchecked length past us.

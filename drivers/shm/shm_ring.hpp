@@ -50,7 +50,8 @@ class RingWriter {
   RingWriter(RingControl* control, std::byte* data, std::uint64_t capacity);
 
   // Copies the gathered message into the ring. False (nothing written) when it does not fit,
-  // or when the consumer's head is not within one ring behind our tail (a corrupt peer).
+  // or when the counters are corrupt: the consumer's head not within one ring behind our tail,
+  // or a tail that was not 8-byte aligned when we attached.
   bool try_write(const struct iovec* iov, int iovcnt, std::uint32_t len);
 
  private:

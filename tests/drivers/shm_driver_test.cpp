@@ -119,6 +119,30 @@ TEST(DriverShmRing, WriterStaysInsideTheRingWhateverTheHead) {
   }
 }
 
+// Found by tests/fuzz/fuzz_shm_ring (corpus: crash-unaligned-counters): both ends start from the
+// counters in shared memory, which a peer may have written before they attach; a counter that
+// is not a multiple of 8 put a record header across the end of the ring.
+TEST(DriverShmRing, UnalignedCountersAtAttachAreCorrupt) {
+  constexpr std::uint64_t kCapacity = 64;
+  constexpr std::size_t kGuard = 64;
+  std::vector<std::uint64_t> memory((sizeof(RingControl) + kCapacity + kGuard) / 8);
+  auto* control = new (memory.data()) RingControl{};
+  auto* data = reinterpret_cast<std::byte*>(control + 1);
+  std::memset(data + kCapacity, 0xaa, kGuard);
+  control->tail.store(kCapacity - 3, std::memory_order_relaxed);
+  control->head.store(kCapacity - 3, std::memory_order_relaxed);
+  RingWriter writer(control, data, kCapacity);
+  std::byte payload[16] = {};
+  struct iovec iov = {payload, sizeof payload};
+  EXPECT_FALSE(writer.try_write(&iov, 1, sizeof payload));
+  for (std::size_t i = 0; i < kGuard; ++i) ASSERT_EQ(data[kCapacity + i], std::byte{0xaa}) << "byte " << i << " past the ring";
+  RingReader reader(control, data, kCapacity, 32);
+  control->tail.store(kCapacity + 13, std::memory_order_release);
+  const std::byte* got = nullptr;
+  std::uint32_t len = 0;
+  EXPECT_EQ(reader.next(&got, &len), RingReader::Next::corrupt);
+}
+
 // A peer's segment laid out as Segment::create does, in 64-byte aligned memory (a mapping is
 // page aligned), for check_segment.
 struct SegmentImage {

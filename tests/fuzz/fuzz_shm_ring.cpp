@@ -5,7 +5,8 @@
 // The input drives one ring (a RingControl and a data area of exactly `capacity` bytes in its
 // own allocation, so AddressSanitizer sees any access outside it) through a sequence of steps:
 // honest writes (RingWriter::try_write of gathered payloads), reads (RingReader::next), releases,
-// and a hostile peer scribbling over the data area, moving the tail, or moving the head.
+// and a hostile peer scribbling over the data area, moving the tail, or moving the head (also
+// before the reader and writer attach).
 // Checks, always: whatever the shared bytes claim, the reader hands out only messages inside
 // the data area, 8-byte aligned, at most max_message long, lying in what the producer published
 // (between the consumer's position and the tail, never more than a ring ahead); the writer never
@@ -52,15 +53,22 @@ void run(FuzzedDataProvider& in) {
   // bounded by that too, but its ring comes from the peer's segment: any size may face them.
   const std::uint32_t max_message = in.ConsumeIntegralInRange<std::uint32_t>(0, 4096);
   Ring ring(capacity);
+  // The peers map the segment before the owner builds its readers: the counters may already
+  // hold anything.
+  bool hostile = false;  // the shared memory no longer follows the protocol
+  if (in.ConsumeIntegralInRange<int>(0, 7) == 0) {
+    hostile = true;
+    ring.control->head.store(in.ConsumeIntegral<std::uint64_t>());
+    ring.control->tail.store(in.ConsumeIntegral<std::uint64_t>());
+  }
   shm::RingWriter writer(ring.control.get(), ring.data.get(), capacity);
   shm::RingReader reader(ring.control.get(), ring.data.get(), capacity, max_message);
   const std::byte* const begin = ring.data.get();
   const std::byte* const end = begin + capacity;
 
-  std::deque<std::vector<std::byte>> pending;  // written, not handed out yet (honest peer)
-  bool hostile = false;                        // the shared memory no longer follows the protocol
-  std::uint64_t writer_tail = 0;               // the honest writer's own counter
-  std::vector<std::uint64_t> tails{0};         // every value the tail has held
+  std::deque<std::vector<std::byte>> pending;          // written, not handed out yet (honest peer)
+  std::uint64_t writer_tail = ring.control->tail.load();  // the honest writer's own counter
+  std::vector<std::uint64_t> tails{writer_tail};        // every value the tail has held
 
   for (int step = 0; step < 512 && in.remaining_bytes() > 0; ++step) {
     switch (in.ConsumeIntegralInRange<int>(0, 7)) {
