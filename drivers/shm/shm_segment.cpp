@@ -34,6 +34,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     reset();
     base_ = other.base_;
     size_ = other.size_;
+    layout_ = std::move(other.layout_);
     name_ = std::move(other.name_);
     linked_ = other.linked_;
     other.base_ = nullptr;
@@ -95,9 +96,11 @@ Status Segment::create(const std::string& name, std::uint32_t owner_index, std::
   header->total_bytes = size;
   header->closed.store(0, std::memory_order_relaxed);
   RingEntry* entries = table(segment.base_);
+  segment.layout_.ring_bytes = ring_bytes;
   for (std::size_t i = 0; i < rings.size(); ++i) {
     const std::uint64_t offset = segment_first_ring_offset(rings.size()) + i * segment_ring_stride(ring_bytes);
     entries[i] = RingEntry{rings[i].sender, rings[i].channel, offset};
+    segment.layout_.rings.push_back(entries[i]);
     new (segment.base_ + offset) RingControl{};
   }
   std::atomic_thread_fence(std::memory_order_release);
@@ -130,17 +133,16 @@ Status Segment::open(const std::string& name, std::uint32_t owner_index, const s
   segment.size_ = size;
 
   std::atomic_thread_fence(std::memory_order_acquire);
-  status = check_segment(segment.base_, size, owner_index, owner, name);
+  status = check_segment(segment.base_, size, owner_index, owner, name, &segment.layout_);
   if (!status.ok()) return status;
   *out = std::move(segment);
   return Status::Ok();
 }
 
 RingControl* Segment::ring(std::uint32_t sender, std::uint32_t channel) const {
-  const RingEntry* entries = table(base_);
-  for (std::uint32_t i = 0; i < header()->ring_count; ++i) {
-    if (entries[i].sender == sender && entries[i].channel == channel)
-      return reinterpret_cast<RingControl*>(base_ + entries[i].offset);
+  // The checked copy: the owner may have rewritten the table in the mapping since.
+  for (const RingEntry& entry : layout_.rings) {
+    if (entry.sender == sender && entry.channel == channel) return reinterpret_cast<RingControl*>(base_ + entry.offset);
   }
   return nullptr;
 }

@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "../../drivers/shm/shm_ring.hpp"
@@ -165,7 +166,10 @@ struct SegmentImage {
     return reinterpret_cast<transport::shm::RingEntry*>(bytes() + transport::shm::segment_table_offset());
   }
   std::byte* bytes() { return reinterpret_cast<std::byte*>(memory.data()); }
-  Status check(std::uint32_t owner) { return transport::shm::check_segment(bytes(), size, owner, "rank 1", "/test"); }
+  Status check(std::uint32_t owner) {
+    transport::shm::SegmentLayout layout;
+    return transport::shm::check_segment(bytes(), size, owner, "rank 1", "/test", &layout);
+  }
 
   struct alignas(64) Line {
     std::byte b[64];
@@ -213,6 +217,34 @@ TEST(DriverShmRing, TailOutsideOneRingAheadIsCorrupt) {
     ring.control->tail.store(tail, std::memory_order_release);
     EXPECT_EQ(reader.next(&data, &len), RingReader::Next::corrupt) << "tail " << tail;
   }
+}
+
+// Found by review while writing tests/fuzz/fuzz_shm_segment: Segment::ring() read the ring count
+// and table from the mapping again after open() had checked them, so the owner could rewrite
+// them afterwards and point a writer anywhere. Only the checked copy is used now.
+TEST(DriverShmSegment, OpenUsesTheTableItChecked) {
+  const std::string name = "/sparcoll-test-table-" + std::to_string(getpid());
+  transport::shm::Segment owner_side;
+  ASSERT_TRUE(transport::shm::Segment::create(name, 1, 64, 256, {{0, 0}, {2, 0}}, &owner_side).ok());
+  transport::shm::Segment writer_side;
+  const Status opened = transport::shm::Segment::open(name, 1, "rank 1", &writer_side);
+  ASSERT_TRUE(opened.ok()) << opened.to_string();
+  auto offset_of = [&](RingControl* ring) {
+    return reinterpret_cast<std::byte*>(ring) - reinterpret_cast<std::byte*>(writer_side.header());
+  };
+  const auto ring0 = offset_of(writer_side.ring(0, 0));
+  const auto ring2 = offset_of(writer_side.ring(2, 0));
+  // The owner rewrites everything the writer checked.
+  transport::shm::SegmentHeader* header = owner_side.header();
+  header->ring_count = 1u << 20;
+  header->ring_bytes = std::uint64_t{1} << 40;
+  auto* table = reinterpret_cast<transport::shm::RingEntry*>(reinterpret_cast<std::byte*>(header) +
+                                                             transport::shm::segment_table_offset());
+  table[0].offset = table[1].offset = std::uint64_t{1} << 62;
+  EXPECT_EQ(offset_of(writer_side.ring(0, 0)), ring0);
+  EXPECT_EQ(offset_of(writer_side.ring(2, 0)), ring2);
+  EXPECT_EQ(writer_side.ring(3, 0), nullptr);
+  EXPECT_EQ(writer_side.ring_bytes(), 256u);
 }
 
 ClusterConfig shm_config() {
