@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "../../drivers/shm/shm_channel.hpp"
 #include "../../drivers/shm/shm_ring.hpp"
 #include "../../drivers/shm/shm_segment.hpp"
 #include "driver_cluster.hpp"
@@ -81,6 +83,38 @@ TEST(DriverShmRing, CorruptRecordIsReported) {
   const std::byte* data = nullptr;
   std::uint32_t len = 0;
   EXPECT_EQ(reader.next(&data, &len), RingReader::Next::corrupt);
+}
+
+// Found by review after fuzz_tcp_wire found the same in the tcp channel: a corrupt record failed
+// the poll that met it, and the good messages before it, already handed out, were lost with it.
+TEST(DriverShmChannel, MessagesBeforeACorruptRecordAreDelivered) {
+  constexpr std::uint64_t kCapacity = 256;
+  LocalRing ring(kCapacity);
+  RingWriter writer(ring.control, ring.data, kCapacity);
+  for (const std::string text : {"first", "second message"}) {
+    struct iovec iov = {const_cast<char*>(text.data()), text.size()};
+    ASSERT_TRUE(writer.try_write(&iov, 1, static_cast<std::uint32_t>(text.size())));
+  }
+  // A third record claiming more than the max message, published.
+  const std::uint64_t tail = ring.control->tail.load();
+  const transport::shm::RecordHeader bogus{1000, transport::shm::kRecordMessage};
+  std::memcpy(ring.data + tail, &bogus, sizeof bogus);
+  ring.control->tail.store(tail + 16, std::memory_order_release);
+
+  std::atomic<std::uint32_t> closed{0};
+  std::vector<transport::shm::PeerLink> links(1);
+  links[0].index = 1;
+  links[0].label = "rank 1 (pid 1)";
+  links[0].in = RingReader(ring.control, ring.data, kCapacity, 64);
+  links[0].closed = &closed;
+  transport::shm::ShmChannel channel(0, 64, 2, std::move(links));
+  transport::ReceivedMessage got[4];
+  ASSERT_EQ(channel.poll(got, 4), 2) << channel.error().to_string();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(got[0].data), got[0].size), "first");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(got[1].data), got[1].size), "second message");
+  EXPECT_EQ(channel.poll(got, 4), -1);
+  EXPECT_EQ(channel.error().code(), ErrorCode::protocol_error) << channel.error().to_string();
+  EXPECT_NE(channel.error().message().find("rank 1"), std::string::npos) << channel.error().message();
 }
 
 // Found by tests/fuzz/fuzz_shm_ring (corpus: crash-writer-trusts-head): the consumer's head is
