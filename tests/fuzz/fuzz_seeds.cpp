@@ -295,6 +295,19 @@ void trace_seeds() {
   u.records[3].blocks = {0, 1, 2, 3};
   u.records[3].values = {9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
   write("trace", "two-workers-two-steps", write_trace(u));
+
+  // A record that inflates to far more than 4 times its compressed size: the reader's inflate
+  // buffer must grow (its first size is 4 KiB or 4 times the compressed bytes).
+  perf::GradientTrace v;
+  v.workers = 1;
+  v.steps = 1;
+  v.block_elems = 256;
+  v.elements = 65536;
+  v.description = "seed: one compressible record";
+  v.records.resize(1);
+  for (std::uint32_t b = 0; b < 256; ++b) v.records[0].blocks.push_back(b);
+  v.records[0].values.assign(65536, 0x3f80);  // 1.0
+  write("trace", "large-compressible-record", write_trace(v));
 }
 
 }  // namespace

@@ -16,6 +16,10 @@
 
 #include "trace.hpp"
 
+#if __has_include(<zlib.h>)
+#include <zlib.h>
+#endif
+
 namespace {
 
 using sparcoll::perf::GradientTrace;
@@ -326,5 +330,36 @@ TEST(TraceReader, ClaimedCountsDoNotSizeTheInflateBuffer) {
   f.raw(one_zero_byte);
   expect_refused_bytes(f.sealed(), "payload shorter than its block bitmap");
 }
+
+#if __has_include(<zlib.h>)
+// The inflate buffer starts at 4 KiB (or 4 times the compressed bytes) and grows with the data:
+// a record that compresses 1000:1 must still come out whole.
+TEST(TraceReader, ARecordFarLargerThanItsCompressedBytesInflatesWhole) {
+  constexpr std::uint32_t kBlocks = 256, kBlock = 256;
+  TraceFile f(1, 1, kBlock, std::uint64_t{kBlocks} * kBlock);
+  std::vector<unsigned char> raw(kBlocks / 8, 0xff);   // every block non-zero
+  raw.resize(raw.size() + kBlocks * kBlock, 0x3f);     // high bytes of 1.0 (0x3f80)
+  raw.resize(raw.size() + kBlocks * kBlock, 0x80);     // low bytes
+  uLongf packed_len = compressBound(static_cast<uLong>(raw.size()));
+  std::vector<unsigned char> packed(packed_len);
+  ASSERT_EQ(compress2(packed.data(), &packed_len, raw.data(), static_cast<uLong>(raw.size()), 9), Z_OK);
+  packed.resize(packed_len);
+  ASSERT_LT(4 * packed.size(), raw.size() / 8);
+  f.u32(0);
+  f.u32(0);
+  f.u32(kBlocks);
+  f.u32(static_cast<std::uint32_t>(packed.size()));
+  f.raw(packed);
+  GradientTrace t;
+  std::string error;
+  const bool loaded = sparcoll::perf::load_trace_bytes(f.sealed(), "compressible.sgtrace", &t, &error);
+  if (error.find("without zlib") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_TRUE(loaded) << error;
+  ASSERT_EQ(t.records.size(), 1u);
+  EXPECT_EQ(t.records[0].blocks.size(), kBlocks);
+  ASSERT_EQ(t.records[0].values.size(), std::size_t{kBlocks} * kBlock);
+  for (const std::uint16_t v : t.records[0].values) ASSERT_EQ(v, 0x3f80);
+}
+#endif
 
 }  // namespace
