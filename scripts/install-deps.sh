@@ -31,6 +31,9 @@ packages=(
   python3-matplotlib python3-numpy
   # scripts/check-fresh-install: a clean Debian 12 root to prove these two commands on
   mmdebstrap
+  # fuzzing (tests/fuzz, scripts/fuzz): clang, its runtimes with libFuzzer and the sanitizers,
+  # and llvm for the coverage report (llvm-profdata, llvm-cov) and symbolized sanitizer reports
+  clang libclang-rt-14-dev llvm
 )
 
 if [ "${1:-}" = --list ]; then

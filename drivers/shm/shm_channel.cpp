@@ -58,7 +58,8 @@ int ShmChannel::poll(ReceivedMessage* out, int max) {
       if (next == RingReader::Next::corrupt) {
         error_ = Status(ErrorCode::protocol_error, "corrupt record in the shm ring from " + peer.label + " on channel " +
                                                        std::to_string(index_));
-        return -1;
+        // The messages before it are handed out; the error shows at the next poll.
+        return n > 0 ? n : -1;
       }
       out[n++] = ReceivedMessage{peer.index, data, len};
     }

@@ -13,8 +13,6 @@ namespace sparcoll::coll {
 
 namespace {
 constexpr int kPollBatch = 32;
-// A logical message larger than this is not something any algorithm sends: treat it as corrupt.
-constexpr std::uint64_t kMaxLogicalBytes = std::uint64_t{1} << 44;
 }  // namespace
 
 namespace {
@@ -218,15 +216,14 @@ Peers::Stashed& Peers::stash_slot() {
 
 bool Peers::on_message(const transport::ReceivedMessage& msg) {
   const std::uint32_t from = msg.peer;
-  if (msg.size < sizeof(PeerHeader)) {
+  PeerMessage m;
+  const PeerParse parsed = parse_peer_message(msg.data, msg.size, &m);
+  if (parsed == PeerParse::too_short) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent a " + std::to_string(msg.size) +
                                                "-byte message, shorter than the 32-byte peer header"));
     return false;
   }
-  PeerHeader h;
-  std::memcpy(&h, msg.data, sizeof h);
-  const std::byte* payload = msg.data + sizeof h;
-  const std::size_t len = msg.size - sizeof h;
+  const PeerHeader& h = m.header;
   ++messages_received_;
   bytes_received_ += msg.size;
   if (from >= size_) {
@@ -234,7 +231,7 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                " (not a worker) sent a peer message"));
     return false;
   }
-  if (h.magic != kPeerMagic || h.version != kPeerVersion || h.reserved != 0) {
+  if (parsed == PeerParse::bad_magic) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent a message with magic 0x" +
                                                [&] {
                                                  char b[16];
@@ -245,10 +242,8 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                " (expected a sparcoll peer message, version 1)"));
     return false;
   }
-  if (h.kind == static_cast<std::uint8_t>(PeerKind::abort)) {
-    std::string reason(reinterpret_cast<const char*>(payload), std::min<std::size_t>(len, 1024));
-    for (char& c : reason)
-      if (c < 32 || c > 126) c = '?';  // a hostile peer's text goes into our logs
+  if (parsed == PeerParse::ok && h.kind == static_cast<std::uint8_t>(PeerKind::abort)) {
+    const std::string reason = abort_reason_text(m.payload, m.len);
     // The sender's error code travels in `tag`. The op-level ones are kept, so every rank reports
     // one bad argument the same way (as block-sparse aborts do) and the executor forgets the
     // collective instead of breaking; anything else is a peer failure.
@@ -269,17 +264,19 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
       early_aborts_.push_back(EarlyAbort{h.seq, code, peer_name(from) + " failed it: " + reason});
     return true;
   }
-  if (h.kind != static_cast<std::uint8_t>(PeerKind::data)) {
+  if (parsed == PeerParse::bad_kind) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent unknown message kind " +
                                                std::to_string(h.kind)));
     return false;
   }
-  if (h.total > kMaxLogicalBytes || h.offset > h.total || len > h.total - h.offset) {
+  const std::size_t len = msg.size - sizeof(PeerHeader);
+  if (parsed == PeerParse::bad_range) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent bytes [" + std::to_string(h.offset) +
                                                ", +" + std::to_string(len) + ") of a " + std::to_string(h.total) +
                                                "-byte message"));
     return false;
   }
+  const std::byte* payload = m.payload;
   if (static_cast<std::int32_t>(h.seq - seq_) < 0 || (h.seq == seq_ && failed_)) {
     if (seq_failed(h.seq) || h.seq == seq_) return true;  // the rest of a failed collective
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent data for collective " +
