@@ -19,8 +19,9 @@ packages=(
   # qemu boots Debian's own kernel with a busybox initramfs; xz/zstd unpack kernel and modules)
   libibverbs-dev librdmacm-dev ibverbs-providers rdma-core ibverbs-utils perftest libibverbs1
   qemu-system-x86 busybox-static xz-utils zstd
-  # dpdk driver; iproute2 for the network-namespace hosts (scripts/netns-cluster)
-  libdpdk-dev iproute2
+  # dpdk driver; the network-namespace hosts (scripts/netns-cluster): iproute2 (ip, tc,
+  # bridge) and ethtool (veth offloads off, or af_packet receivers see unchecksummed frames)
+  libdpdk-dev iproute2 ethtool
   # benchmark peers (perf/peers/): Open MPI and Gloo
   libopenmpi-dev openmpi-bin libgloo-dev
   # the PyTorch backend (python/): torch, its C++ headers, and pybind11, which libtorch-dev's
@@ -30,6 +31,9 @@ packages=(
   python3-matplotlib python3-numpy
   # scripts/check-fresh-install: a clean Debian 12 root to prove these two commands on
   mmdebstrap
+  # fuzzing (tests/fuzz, scripts/fuzz): clang, its runtimes with libFuzzer and the sanitizers,
+  # and llvm for the coverage report (llvm-profdata, llvm-cov) and symbolized sanitizer reports
+  clang libclang-rt-14-dev llvm
 )
 
 if [ "${1:-}" = --list ]; then

@@ -7,6 +7,11 @@
 //   3. map every peer's segment, then announce it at "shm/mapped/<peer>/<self>";
 //   4. wait until every peer has mapped ours, then unlink our name: from then on the memory
 //      lives only as long as the mappings, so a crash leaves no file in /dev/shm.
+// A process killed between 2 and 4 cannot remove its name. So: when setup fails, a survivor
+// removes every peer's name it learned (the job is over); before creating its own segment, a
+// process removes this user's segments whose owner is gone (and older than a minute); and
+// sparcoll-run removes its children's when they are gone (remove_segments_of).
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <memory>
@@ -15,6 +20,7 @@
 
 #include "shm_channel.hpp"
 #include "shm_liveness.hpp"
+#include "shm_peer_memory.hpp"
 #include "shm_segment.hpp"
 #include "transport/driver.hpp"
 #include "transport/driver_factories.hpp"
@@ -24,6 +30,11 @@
 namespace sparcoll::transport {
 namespace shm {
 namespace {
+
+// A segment whose owner is gone is removed by the next process of this user that sets up, once
+// it is this old: the age keeps the segments of a live job in another pid namespace (sharing
+// /dev/shm) safe while it sets up.
+constexpr int kStaleSegmentAgeS = 60;
 
 class ShmDriver final : public Driver {
  public:
@@ -45,7 +56,9 @@ class ShmDriver final : public Driver {
 
   Segment own_;
   std::vector<Segment> peer_segments_;  // by position in ctx.peers
+  std::vector<std::string> peer_names_;  // their names, once every peer published one
   PeerProcesses processes_;
+  bool reads_peer_memory_ = false;  // every process of the job may read every other's memory
   std::vector<std::unique_ptr<ShmChannel>> channels_;
 };
 
@@ -92,13 +105,23 @@ Status ShmDriver::setup(const DriverContext& ctx) {
   if (!status.ok()) return status;
   status = processes_.open(ctx);
   if (!status.ok()) return status;
+  remove_stale_segments(kStaleSegmentAgeS);
   status = create_own_segment(ctx, ring_bytes);
   if (!status.ok()) return status;
   status = map_peer_segments(ctx, deadline);
-  if (!status.ok()) return status;
-  status = wait_until_mapped(ctx, deadline);
-  if (!status.ok()) return status;
+  if (status.ok()) status = wait_until_mapped(ctx, deadline);
+  if (!status.ok()) {
+    // Setup failed, so the job cannot run: a peer that died before unlinking its name (below)
+    // leaves it behind unless someone who knows the name removes it. Ours goes with own_.
+    for (const std::string& name : peer_names_) shm_unlink(name.c_str());
+    return status;
+  }
   own_.unlink();
+  // Our segment header's magic is the probe word every peer tries to read.
+  std::vector<std::int64_t> pids;
+  for (std::uint32_t peer : ctx.peers) pids.push_back(ctx.processes[peer].pid);
+  status = agree_on_peer_reads(ctx, pids, &own_.header()->magic, kSegmentMagic, deadline, &reads_peer_memory_);
+  if (!status.ok()) return status;
   build_channels(ctx);
   return Status::Ok();
 }
@@ -119,6 +142,7 @@ Status ShmDriver::map_peer_segments(const DriverContext& ctx, const SetupDeadlin
       ctx, ctx.peers, [&](std::uint32_t peer) { return segment_key(ctx, peer); }, deadline, "shm",
       "publish their shm segments", &names);
   if (!status.ok()) return status;
+  peer_names_ = names;
   peer_segments_.resize(ctx.peers.size());
   for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
     const std::uint32_t peer = ctx.peers[i];
@@ -160,9 +184,11 @@ void ShmDriver::build_channels(const DriverContext& ctx) {
       link.closed = &theirs.header()->closed;
       link.pidfd = processes_.pidfd(i);
       link.kill_pid = processes_.use_kill(i) ? processes_.pid(i) : 0;
+      link.pid = ctx.processes[peer].pid;
       links.push_back(std::move(link));
     }
-    channels_.push_back(std::make_unique<ShmChannel>(channel, ctx.max_message, ctx.processes.size(), std::move(links)));
+    channels_.push_back(
+        std::make_unique<ShmChannel>(channel, ctx.max_message, ctx.processes.size(), std::move(links), reads_peer_memory_));
   }
 }
 

@@ -6,8 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <deque>
 #include <memory>
 
 #include "common/log.hpp"
@@ -38,6 +41,16 @@ namespace {
 
 constexpr std::uint64_t kListenerTag = ~std::uint64_t{0};
 
+// The listener is open to anyone who can reach it for as long as setup runs, so a stranger's
+// connection may cost only itself (docs/security.md): it must complete its hello within
+// kHelloTimeout; at most kMaxIncoming accepted connections may be in their handshake (a new
+// one closes the oldest); at the descriptor limit accepting pauses instead of failing setup;
+// a wrong token closes that connection, noted for the timeout message; warnings rate-limited.
+constexpr auto kHelloTimeout = std::chrono::seconds(5);
+constexpr std::size_t kMaxIncoming = 64;
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+constexpr std::size_t kMaxNotes = 4;
+
 // One connection still in its handshake.
 struct Pending {
   enum class Step : std::uint8_t { writing, reading_answer, reading_hello, reading_token };
@@ -54,6 +67,7 @@ struct Pending {
   std::size_t in_need = 0;
   HandshakeHeader hello;     // incoming: the decoded hello
   std::string remote;        // "ip:port" of the far end
+  std::chrono::steady_clock::time_point hello_deadline;  // incoming, until its hello is read
 };
 
 bool constant_time_equal(const std::string& a, const std::string& b) {
@@ -95,6 +109,12 @@ class Handshaker {
     return process_name(ctx_, ctx_.peers[p.peer_pos]) + " (" + p.remote + ")";
   }
   Status timeout_error() const;
+  // Incoming connections past their hello deadline are closed; returns the next deadline's
+  // distance in ms (capped by `cap`), also ending an accept pause.
+  int expire_incoming(int cap);
+  bool close_oldest_incoming(const char* why);
+  void warn_limited(const std::string& what);
+  std::size_t take_slot();
 
   const DriverContext& ctx_;
   const SetupDeadline deadline_;
@@ -104,6 +124,13 @@ class Handshaker {
   int listener_ = -1;
   std::vector<std::int32_t> peer_pos_of_;  // process index -> position in ctx.peers, -1 if not a peer
   std::vector<std::unique_ptr<Pending>> pending_;  // index = epoll tag; closed ones have fd -1
+  std::vector<std::size_t> free_slots_;             // closed entries of pending_, for reuse
+  std::deque<std::size_t> incoming_;                // accepted, hello not read yet, oldest first
+  std::size_t incoming_count_ = 0;
+  std::chrono::steady_clock::time_point accept_resume_{};
+  bool accepting_ = true;
+  std::deque<std::string> notes_;  // wrong-token hellos, for the timeout message
+  log::RateLimit warnings_{std::chrono::seconds(10)};
 };
 
 Handshaker::~Handshaker() {
@@ -127,7 +154,7 @@ Status Handshaker::run(ConnectionTable* out) {
     const std::uint32_t left = deadline_.remaining_ms();
     if (left == 0) return timeout_error();
     epoll_event events[16];
-    const int n = epoll_wait(epoll_, events, 16, static_cast<int>(left < 100 ? left : 100));
+    const int n = epoll_wait(epoll_, events, 16, expire_incoming(static_cast<int>(left < 100 ? left : 100)));
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status(ErrorCode::system_error, "epoll_wait during tcp setup failed: " + errno_text(errno));
@@ -224,9 +251,10 @@ Status Handshaker::connect_to_higher_peers() {
       p->remote = addresses[i];
       p->fd = socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (p->fd < 0) return Status(ErrorCode::system_error, "tcp socket for " + label(*p) + " failed: " + errno_text(errno));
-      p->tag = pending_.size();
-      pending_.push_back(std::move(p));
-      Pending& conn = *pending_.back();
+      const std::size_t tag = take_slot();
+      p->tag = tag;
+      pending_[tag] = std::move(p);
+      Pending& conn = *pending_[tag];
       status = set_nodelay(conn.fd, conn.remote);
       if (!status.ok()) return status;
       if (connect(conn.fd, address.get(), address.length) != 0 && errno != EINPROGRESS)
@@ -256,10 +284,24 @@ Status Handshaker::accept_all() {
     from.length = sizeof from.storage;
     const int fd = accept4(listener_, from.get(), &from.length, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return Status(ErrorCode::system_error, "accept on the tcp listener failed: " + errno_text(errno));
+      const int error = errno;
+      if (error == EAGAIN || error == EWOULDBLOCK) return Status::Ok();
+      if (error == EINTR || error == ECONNABORTED) continue;
+      // Out of descriptors: a stranger's half-open handshake gives its descriptor back, or
+      // accepting pauses; a flood must not fail the job's setup.
+      if ((error == EMFILE || error == ENFILE) && close_oldest_incoming("out of descriptors")) continue;
+      if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
+        warn_limited("accept on the tcp listener failed: " + errno_text(error) + "; pausing accepts");
+        epoll_event paused{};
+        paused.data.u64 = kListenerTag;
+        epoll_ctl(epoll_, EPOLL_CTL_MOD, listener_, &paused);
+        accepting_ = false;
+        accept_resume_ = std::chrono::steady_clock::now() + kAcceptPause;
+        return Status::Ok();
+      }
+      return Status(ErrorCode::system_error, "accept on the tcp listener failed: " + errno_text(error));
     }
+    if (incoming_count_ >= kMaxIncoming) close_oldest_incoming("too many connections in their handshake");
     auto p = std::make_unique<Pending>();
     p->fd = fd;
     p->remote = format_address(from);
@@ -272,14 +314,76 @@ Status Handshaker::accept_all() {
     }
     p->step = Pending::Step::reading_hello;
     p->in_need = kHandshakeHeaderBytes;
-    p->tag = pending_.size();
-    pending_.push_back(std::move(p));
+    p->hello_deadline = std::chrono::steady_clock::now() + kHelloTimeout;
+    p->tag = take_slot();
+    const std::uint64_t tag = p->tag;
+    pending_[tag] = std::move(p);
+    incoming_.push_back(tag);
+    ++incoming_count_;
     epoll_event event{};
     event.events = EPOLLIN;
-    event.data.u64 = pending_.back()->tag;
+    event.data.u64 = tag;
     if (epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &event) != 0)
       return Status(ErrorCode::system_error, "epoll_ctl during tcp setup failed: " + errno_text(errno));
   }
+}
+
+std::size_t Handshaker::take_slot() {
+  if (!free_slots_.empty()) {
+    const std::size_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    return slot;
+  }
+  pending_.push_back(nullptr);
+  return pending_.size() - 1;
+}
+
+void Handshaker::warn_limited(const std::string& what) {
+  std::uint64_t held_back = 0;
+  if (warnings_.allow(&held_back))
+    SC_LOG_WARN("tcp setup: %s%s", what.c_str(), log::RateLimit::held_back_note(held_back).c_str());
+}
+
+bool Handshaker::close_oldest_incoming(const char* why) {
+  while (!incoming_.empty()) {
+    Pending& p = *pending_[incoming_.front()];
+    incoming_.pop_front();
+    if (p.fd < 0 || p.outgoing ||
+        (p.step != Pending::Step::reading_hello && p.step != Pending::Step::reading_token))
+      continue;
+    drop(p, std::string(why) + ": closing the oldest connection still in its handshake", ErrorCode::ok);
+    return true;
+  }
+  return false;
+}
+
+int Handshaker::expire_incoming(int cap) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!accepting_ && now >= accept_resume_) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = kListenerTag;
+    epoll_ctl(epoll_, EPOLL_CTL_MOD, listener_, &event);
+    accepting_ = true;
+  }
+  // Deadlines grow in accept order: only the front can be due.
+  while (!incoming_.empty()) {
+    Pending& p = *pending_[incoming_.front()];
+    const bool waiting = p.fd >= 0 && !p.outgoing &&
+                         (p.step == Pending::Step::reading_hello || p.step == Pending::Step::reading_token);
+    if (!waiting) {
+      incoming_.pop_front();
+      continue;
+    }
+    if (p.hello_deadline > now) break;
+    incoming_.pop_front();
+    drop(p, "no hello within " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kHelloTimeout).count()) +
+                " s", ErrorCode::ok);
+  }
+  auto next = now + std::chrono::milliseconds(cap);
+  if (!incoming_.empty()) next = std::min(next, pending_[incoming_.front()]->hello_deadline);
+  if (!accepting_) next = std::min(next, accept_resume_);
+  return static_cast<int>(std::max<long long>(0, std::chrono::ceil<std::chrono::milliseconds>(next - now).count()));
 }
 
 Status Handshaker::watch(Pending& p, std::uint32_t events) {
@@ -371,11 +475,14 @@ Status Handshaker::on_hello(Pending& p) {
   const std::uint32_t channel = p.hello.channel;
   const std::string claimed = process < ctx_.processes.size() ? process_name(ctx_, process) : "process " + std::to_string(process);
   if (!constant_time_equal(token, ctx_.options->job_token)) {
-    const std::string remote = p.remote;
-    drop(p, "wrong job token", ErrorCode::auth_failure, /*log=*/false);  // the returned error says it
-    return Status(ErrorCode::auth_failure, "tcp connection from " + remote + " claiming to be " + claimed +
-                                               " presented a wrong job token on channel " + std::to_string(channel) +
-                                               " (SPARCOLL_JOB_TOKEN differs between the processes)");
+    // A stranger, or a process of another job: that connection ends, setup carries on. If the
+    // process we wait for is the one with the wrong token, the timeout message says so.
+    notes_.push_back("a connection from " + p.remote + " claiming to be " + claimed + " on channel " +
+                     std::to_string(channel) + " presented a wrong job token");
+    if (notes_.size() > kMaxNotes) notes_.pop_front();
+    drop(p, "claiming to be " + claimed + " on channel " + std::to_string(channel) + ": wrong job token",
+         ErrorCode::auth_failure);
+    return Status::Ok();
   }
   if (process >= ctx_.processes.size() || process >= ctx_.self || peer_pos_of_[process] < 0 || channel >= ctx_.channels) {
     drop(p, "hello from " + claimed + " on channel " + std::to_string(channel) + ", which is not expected to connect here",
@@ -421,13 +528,14 @@ Status Handshaker::finish(Pending& p) {
   epoll_ctl(epoll_, EPOLL_CTL_DEL, p.fd, nullptr);
   table_.put(p.peer_pos, p.channel, p.fd, p.remote);
   p.fd = -1;
+  if (!p.outgoing) --incoming_count_;
   --missing_;
   return Status::Ok();
 }
 
 // Closes a connection that failed its handshake, telling the far end why when we can.
 void Handshaker::drop(Pending& p, const std::string& reason, ErrorCode reject_code, bool log) {
-  if (log) SC_LOG_WARN("dropping tcp connection from %s: %s", p.remote.c_str(), reason.c_str());
+  if (log) warn_limited("dropping the tcp connection from " + p.remote + ": " + reason);
   if (reject_code != ErrorCode::ok) {
     HandshakeHeader answer;
     answer.kind = HandshakeKind::reject;
@@ -441,6 +549,8 @@ void Handshaker::drop(Pending& p, const std::string& reason, ErrorCode reject_co
   epoll_ctl(epoll_, EPOLL_CTL_DEL, p.fd, nullptr);
   close(p.fd);
   p.fd = -1;
+  if (!p.outgoing) --incoming_count_;
+  free_slots_.push_back(p.tag);
 }
 
 Status Handshaker::timeout_error() const {
@@ -456,8 +566,10 @@ Status Handshaker::timeout_error() const {
     if (!missing.empty()) missing += ", ";
     missing += process_name(ctx_, ctx_.peers[i]) + (count == 1 ? " (channel " : " (channels ") + channels + ")";
   }
+  std::string notes;
+  for (const auto& note : notes_) notes += "; " + note;
   return Status(ErrorCode::timeout, "tcp setup timed out after " + std::to_string(deadline_.total_ms()) +
-                                        " ms: no connection with " + missing);
+                                        " ms: no connection with " + missing + notes);
 }
 
 }  // namespace

@@ -42,6 +42,18 @@ std::vector<std::uint64_t> chosen_blocks(const WorkloadSpec& spec, int rank) {
   double density = spec.density;
   if (spec.pattern == Pattern::one_dense && rank == 0) density = 1.0;
   std::vector<std::uint64_t> candidates;
+  if (spec.pattern == Pattern::dense_half) {
+    // Every block of the first half; the density's share of the second half, at random.
+    const std::uint64_t half = nblocks / 2;
+    WorkloadSpec rest = spec;
+    rest.pattern = Pattern::random;
+    rest.count = (nblocks - half) * spec.block_elems;
+    std::vector<std::uint64_t> chosen(half);
+    std::iota(chosen.begin(), chosen.end(), std::uint64_t{0});
+    for (std::uint64_t b : chosen_blocks(rest, rank))
+      if (half + b < nblocks) chosen.push_back(half + b);
+    return chosen;
+  }
   if (spec.pattern == Pattern::disjoint) {
     for (std::uint64_t b = static_cast<std::uint64_t>(rank); b < nblocks; b += static_cast<std::uint64_t>(spec.world_size))
       candidates.push_back(b);
@@ -104,6 +116,7 @@ bool parse_pattern(const std::string& name, Pattern* out) {
   else if (name == "overlap") *out = Pattern::overlap;
   else if (name == "disjoint") *out = Pattern::disjoint;
   else if (name == "one_dense") *out = Pattern::one_dense;
+  else if (name == "dense_half") *out = Pattern::dense_half;
   else return false;
   return true;
 }
@@ -114,6 +127,7 @@ const char* pattern_name(Pattern p) {
     case Pattern::overlap: return "overlap";
     case Pattern::disjoint: return "disjoint";
     case Pattern::one_dense: return "one_dense";
+    case Pattern::dense_half: return "dense_half";
   }
   return "?";
 }
@@ -144,6 +158,8 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
   const std::size_t nblocks = (n + spec.block_elems - 1) / spec.block_elems;
   std::vector<float> accf(is_int ? 0 : n, 0.0f);
   std::vector<std::uint32_t> acci(is_int ? n : 0, 0u);
+  // i32 avg is exact (its sum is taken in 64 bits); i32 sum wraps modulo 2^32.
+  std::vector<std::int64_t> acc_avg(is_int && op == ReduceOp::avg ? n : 0, 0);
   std::vector<std::uint32_t> present(sum_like ? 0 : nblocks, 0u);
   for (int r = 0; r < spec.world_size; ++r) {
     for (std::uint64_t b : chosen_blocks(spec, r)) {
@@ -153,6 +169,7 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
           const std::int32_t x = v * 1000003;
           std::uint32_t& a = acci[i];
           const auto ai = static_cast<std::int32_t>(a);
+          if (op == ReduceOp::avg) acc_avg[i] += x;
           if (sum_like) a += static_cast<std::uint32_t>(x);
           else if (first) a = static_cast<std::uint32_t>(x);
           else if (op == ReduceOp::min) a = static_cast<std::uint32_t>(std::min(ai, x));
@@ -189,7 +206,7 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
   for (std::size_t i = 0; i < n; ++i) {
     if (is_int) {
       auto v = static_cast<std::int32_t>(acci[i]);
-      if (op == ReduceOp::avg) v = static_cast<std::int32_t>(v / static_cast<std::int32_t>(w));
+      if (op == ReduceOp::avg) v = static_cast<std::int32_t>(acc_avg[i] / static_cast<std::int64_t>(w));
       as<std::int32_t>(*out)[i] = v;
       continue;
     }

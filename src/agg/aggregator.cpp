@@ -80,7 +80,6 @@ Aggregator::Aggregator(const AggregatorConfig& config, engine::Outbox& outbox)
       }
     }
   }
-  const std::size_t full_block = std::size_t{cfg_.block_elems} * 4;
   const std::size_t staged = std::size_t{workers_} * cfg_.fusion;
   slots_.resize(std::size_t{2} * engine::op_slot_count(cfg_.max_inflight));
   for (Slot& s : slots_) {
@@ -94,15 +93,14 @@ Aggregator::Aggregator(const AggregatorConfig& config, engine::Outbox& outbox)
       ln.staged_n.assign(workers_, 0);
       ln.staged_head.assign(workers_, 0);
       ln.staged_idx.assign(staged, 0);
-      ln.staged_data.resize(staged * full_block);
       ln.staged_src.assign(staged, nullptr);
       ln.out_idx.assign(staged, 0);
-      ln.out_data.resize(std::max(staged * full_block, std::size_t{proto::kMaxReasonBytes}));
     }
   }
   retry_.reserve(slots_.size() * my_lanes_.size());
   retrying_.reserve(slots_.size() * my_lanes_.size());
   acc_.resize(cfg_.block_elems);
+  acc64_.resize(cfg_.block_elems);
   iov_.resize(std::size_t{engine::result_chunk_capacity(cfg_.block_elems, 2, cfg_.max_message)} + 2);
 }
 
@@ -160,6 +158,19 @@ Status Aggregator::on_message(const proto::MessageView& m) {
   Lane& lane = slot.lanes[static_cast<std::size_t>(li)];
   if (lane.finished) return Status();  // the lane failed or ended before this arrived
   return on_window(slot, lane, m);
+}
+
+// The block-sized buffers are most of an aggregator's memory: every lane of every op slot has
+// staging and results for fusion blocks of every worker. Made up front they cost the configured
+// lanes however few a job's tensors use (65536 lanes took 7 GB per rank for a 400 KB tensor);
+// made when a lane first stages a block from another process, sends results from its own
+// buffer or an error (every lane sees a first window, most of them empty, in every op), they
+// grow once to the working set and stay.
+void Aggregator::ensure_buffers(Lane& lane) {
+  if (!lane.out_data.empty()) return;
+  const std::size_t bytes = std::size_t{workers_} * cfg_.fusion * cfg_.block_elems * 4;
+  lane.staged_data.resize(bytes);
+  lane.out_data.resize(std::max(bytes, std::size_t{proto::kMaxReasonBytes}));
 }
 
 Status Aggregator::on_window(Slot& slot, Lane& lane, const proto::MessageView& m) {
@@ -252,6 +263,7 @@ Status Aggregator::stage(Slot& slot, Lane& lane, std::uint32_t w, const proto::M
     if (local_op == nullptr) return violation(w, m, "points at local blocks of an op this process does not run");
   }
   const bool completes = lane.expecting == 0 && !lane.sending;
+  if (!local && h.nblocks > 0) ensure_buffers(lane);
   const std::byte* src = m.blocks;
   for (std::uint32_t i = 0; i < h.nblocks; ++i) {
     const std::uint64_t b = m.indices[i];
@@ -310,10 +322,12 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
   const DataType dt = g.dtype;
   const ReduceOp op = slot.redop;
   const bool zero_matters = op == ReduceOp::min || op == ReduceOp::max;
+  const bool wide_avg = dt == DataType::i32 && op == ReduceOp::avg;  // exact: block/reduce.hpp
   const std::size_t full_out = g.full_block_bytes();
   // Co-located: write the results straight into our own worker's output; the other workers'
   // copies are sent from there.
   lane.local_op = cfg_.find_local_op ? cfg_.find_local_op(cfg_.find_local_context, slot.op_id) : nullptr;
+  if (lane.local_op == nullptr) ensure_buffers(lane);
   std::uint32_t n = 0;
   for (;;) {
     std::uint64_t b = kEnd;  // smallest staged block still pending, across workers
@@ -327,7 +341,10 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
       const std::size_t at = std::size_t{w} * cfg_.fusion + lane.staged_head[w];
       if (lane.staged_head[w] < lane.staged_n[w] && lane.staged_idx[at] == b) {
         const std::byte* src = lane.staged_src[at];
-        if (first)
+        if (wide_avg)
+          (first ? block::i32_avg_load : block::i32_avg_add)(reinterpret_cast<const std::int32_t*>(src), acc64_.data(),
+                                                              elems);
+        else if (first)
           block::acc_load(dt, src, acc_.data(), elems);
         else
           block::acc_reduce(dt, op, src, acc_.data(), elems);
@@ -343,7 +360,10 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
     }
     lane.out_idx[n] = b;
     std::byte* out = lane.local_op ? lane.local_op->recv + b * full_out : lane.out_data.data() + std::size_t{n} * full_out;
-    block::acc_store(dt, op, acc_.data(), elems, workers_, out);
+    if (wide_avg)
+      block::i32_avg_store(acc64_.data(), elems, workers_, reinterpret_cast<std::int32_t*>(out));
+    else
+      block::acc_store(dt, op, acc_.data(), elems, workers_, out);
     ++n;
   }
   lane.out_blocks = n;
@@ -351,6 +371,7 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
 }
 
 void Aggregator::build_error(Slot& slot, Lane& lane) {
+  ensure_buffers(lane);
   const std::size_t len = std::min<std::size_t>(lane.fail_reason.size(), proto::kMaxReasonBytes);
   std::memcpy(lane.out_data.data(), lane.fail_reason.data(), len);
   lane.out_blocks = 0;

@@ -68,6 +68,8 @@ class Aggregator {
   Status on_window(Slot& slot, Lane& lane, const proto::MessageView& m);
   Status stage(Slot& slot, Lane& lane, std::uint32_t w, const proto::MessageView& m);
   void unborrow(Slot& slot, Lane& lane);
+  // A lane's staging and result buffers, made the first time the lane is used in its slot.
+  void ensure_buffers(Lane& lane);
   Status try_emit(Slot& slot, Lane& lane);
   void reduce_round(Slot& slot, Lane& lane, std::uint64_t limit);
   void begin_failure(Lane& lane, ErrorCode code, std::string reason);
@@ -91,6 +93,7 @@ class Aggregator {
   std::vector<Pending> retry_;            // lanes whose sends hit back-pressure
   std::vector<Pending> retrying_;         // the list being retried (capacity reused)
   std::vector<float> acc_;                // one block of accumulator (fp32 / int32 bits)
+  std::vector<std::int64_t> acc64_;       // one block of i32 avg's exact accumulator
   std::vector<struct iovec> iov_;         // one result message: header, indices, one entry per block
 };
 

@@ -49,7 +49,7 @@ Status BlockSparseWorker::send_window(engine::OpState& op, engine::WorkerLane& l
   if (op.abort) {
     *h = proto::make_header(MsgType::abort, op.geometry, op.redop, cfg_.job_epoch, op.op_id, lane.lane, cfg_.layout.self);
     h->count = 0;  // the caller's count may be what was invalid; aborts carry no tensor
-    h->status = static_cast<std::uint32_t>(ErrorCode::invalid_argument);
+    h->status = static_cast<std::uint32_t>(op.abort_code);
     h->payload_len = static_cast<std::uint32_t>(std::min<std::size_t>(op.abort_reason.size(), proto::kMaxReasonBytes));
     lane.window_blocks = 0;
     return transmit(op, lane);
@@ -136,7 +136,7 @@ void BlockSparseWorker::zero_fill(engine::OpState& op, engine::WorkerLane& lane,
   const std::uint64_t stride = cfg_.layout.lanes;
   const std::size_t full = op.geometry.full_block_bytes();
   for (std::uint64_t b = lane.filled_until; b < until; b += stride)
-    std::memset(op.recv + b * full, 0, op.geometry.block_bytes_at(b));
+    if (!op.in_dense_stripe(b)) std::memset(op.recv + b * full, 0, op.geometry.block_bytes_at(b));
 }
 
 void BlockSparseWorker::finish_lane(engine::OpState& op, engine::WorkerLane& lane) {

@@ -6,6 +6,7 @@
 
 #include "api/c_api_comm.hpp"
 #include "api/c_api_util.hpp"
+#include "api/c_handles.hpp"
 #include "api/c_options.hpp"
 #include "common/config.hpp"
 #include "sparcoll/communicator.hpp"
@@ -25,7 +26,10 @@ namespace {
 using sparcoll::capi::guarded;
 using sparcoll::capi::record;
 
-sparcoll_status_t null_comm(const char* call) { return sparcoll::capi::null_argument(call, "comm"); }
+// SPARCOLL_SUCCESS for a live communicator handle, else the error (null, or destroyed).
+sparcoll_status_t check_comm(const char* call, sparcoll_comm_t comm) {
+  return sparcoll::capi::check_handle(call, "comm", sparcoll::capi::HandleKind::comm, comm);
+}
 
 sparcoll_status_t bad_argument(std::string message) {
   return record(sparcoll::Status(sparcoll::ErrorCode::invalid_argument, std::move(message)));
@@ -46,7 +50,7 @@ extern "C" {
 
 sparcoll_status_t sparcoll_comm_init(sparcoll_comm_t* comm, int rank, int size, const char* store_address,
                                      const sparcoll_options_t* options) {
-  if (comm == nullptr) return null_comm("sparcoll_comm_init");
+  if (comm == nullptr) return sparcoll::capi::null_argument("sparcoll_comm_init", "comm");
   *comm = nullptr;
   // Checked here so the message names this call's arguments, not SPARCOLL_RANK and friends.
   if (size < 1) return bad_argument("sparcoll_comm_init: size=" + std::to_string(size) + " must be at least 1");
@@ -54,6 +58,11 @@ sparcoll_status_t sparcoll_comm_init(sparcoll_comm_t* comm, int rank, int size, 
     return bad_argument("sparcoll_comm_init: rank=" + std::to_string(rank) + " must be between 0 and " +
                         std::to_string(size - 1) + " for size=" + std::to_string(size));
   }
+  if (options != nullptr)
+    if (const sparcoll_status_t bad = sparcoll::capi::check_handle("sparcoll_comm_init", "options",
+                                                                    sparcoll::capi::HandleKind::options, options);
+        bad != SPARCOLL_SUCCESS)
+      return bad;
   return guarded([&] {
     sparcoll::Options o = options != nullptr ? sparcoll::capi::options_of(options) : sparcoll::Options::from_env();
     o.rank = rank;
@@ -71,24 +80,28 @@ sparcoll_status_t sparcoll_comm_init(sparcoll_comm_t* comm, int rank, int size, 
                                                  " needs host:port of the store rank 0 hosts"));
     }
     *comm = new sparcoll_comm{sparcoll::Communicator(o)};
+    sparcoll::capi::adopt(sparcoll::capi::HandleKind::comm, *comm);
   });
 }
 
 sparcoll_status_t sparcoll_comm_init_from_env(sparcoll_comm_t* comm) {
-  if (comm == nullptr) return null_comm("sparcoll_comm_init_from_env");
+  if (comm == nullptr) return sparcoll::capi::null_argument("sparcoll_comm_init_from_env", "comm");
   *comm = nullptr;
-  return guarded([&] { *comm = new sparcoll_comm{sparcoll::Communicator::from_env()}; });
+  return guarded([&] {
+    *comm = new sparcoll_comm{sparcoll::Communicator::from_env()};
+    sparcoll::capi::adopt(sparcoll::capi::HandleKind::comm, *comm);
+  });
 }
 
 sparcoll_status_t sparcoll_comm_rank(sparcoll_comm_t comm, int* rank) {
-  if (comm == nullptr) return null_comm("sparcoll_comm_rank");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_comm_rank", comm); bad != SPARCOLL_SUCCESS) return bad;
   if (rank == nullptr) return sparcoll::capi::null_argument("sparcoll_comm_rank", "rank");
   *rank = comm->comm.rank();
   return SPARCOLL_SUCCESS;
 }
 
 sparcoll_status_t sparcoll_comm_size(sparcoll_comm_t comm, int* size) {
-  if (comm == nullptr) return null_comm("sparcoll_comm_size");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_comm_size", comm); bad != SPARCOLL_SUCCESS) return bad;
   if (size == nullptr) return sparcoll::capi::null_argument("sparcoll_comm_size", "size");
   *size = comm->comm.size();
   return SPARCOLL_SUCCESS;
@@ -96,28 +109,31 @@ sparcoll_status_t sparcoll_comm_size(sparcoll_comm_t comm, int* size) {
 
 sparcoll_status_t sparcoll_allreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                      sparcoll_dtype_t dtype, sparcoll_op_t op) {
-  if (comm == nullptr) return null_comm("sparcoll_allreduce");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_allreduce", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] {
     comm->comm.allreduce(sendbuf, recvbuf, count, sparcoll::capi::dtype_of(dtype), sparcoll::capi::op_of(op));
   });
 }
 
 sparcoll_status_t sparcoll_barrier(sparcoll_comm_t comm) {
-  if (comm == nullptr) return null_comm("sparcoll_barrier");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_barrier", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] { comm->comm.barrier(); });
 }
 
 sparcoll_status_t sparcoll_register_buffer(sparcoll_comm_t comm, const void* buffer, size_t bytes) {
-  if (comm == nullptr) return null_comm("sparcoll_register_buffer");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_register_buffer", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] { comm->comm.register_buffer(buffer, bytes); });
 }
 
 sparcoll_status_t sparcoll_deregister_buffer(sparcoll_comm_t comm, const void* buffer) {
-  if (comm == nullptr) return null_comm("sparcoll_deregister_buffer");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_deregister_buffer", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] { comm->comm.deregister_buffer(buffer); });
 }
 
 sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm) {
+  if (comm == nullptr) return SPARCOLL_SUCCESS;
+  if (!sparcoll::capi::release(sparcoll::capi::HandleKind::comm, comm))
+    return sparcoll::capi::not_live("sparcoll_comm_destroy", "comm", comm);
   return guarded([&] { delete comm; });
 }
 

@@ -4,6 +4,7 @@
 
 #include "api/c_api_comm.hpp"
 #include "api/c_api_util.hpp"
+#include "api/c_handles.hpp"
 #include "sparcoll/sparcoll.h"
 
 struct sparcoll_request {
@@ -15,8 +16,13 @@ namespace {
 using sparcoll::capi::algo_of;
 using sparcoll::capi::dtype_of;
 using sparcoll::capi::guarded;
+using sparcoll::capi::HandleKind;
 using sparcoll::capi::null_argument;
 using sparcoll::capi::op_of;
+
+sparcoll_status_t check_comm(const char* call, sparcoll_comm_t comm) {
+  return sparcoll::capi::check_handle(call, "comm", HandleKind::comm, comm);
+}
 
 sparcoll_status_t freed_request(const char* call) {
   return sparcoll::capi::record(sparcoll::Status(
@@ -25,13 +31,25 @@ sparcoll_status_t freed_request(const char* call) {
                           "sparcoll_test)"));
 }
 
+sparcoll_status_t check_request(const char* call, sparcoll_request_t request) {
+  return sparcoll::capi::check_handle(call, "*request", HandleKind::request, request);
+}
+
+// Frees a finished request once, even if two threads finish it at the same time.
+void free_request(sparcoll_request_t request) {
+  if (sparcoll::capi::release(HandleKind::request, request)) delete request;
+}
+
 // Starts a collective through `start` (returning a sparcoll::Request) into *request.
 template <typename F>
 sparcoll_status_t start_request(const char* call, sparcoll_comm_t comm, sparcoll_request_t* request, F&& start) {
   if (request == nullptr) return null_argument(call, "request");
   *request = nullptr;
-  if (comm == nullptr) return null_argument(call, "comm");
-  return guarded([&] { *request = new sparcoll_request{start(comm->comm)}; });
+  if (const sparcoll_status_t bad = check_comm(call, comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] {
+    *request = new sparcoll_request{start(comm->comm)};
+    sparcoll::capi::adopt(HandleKind::request, *request);
+  });
 }
 
 }  // namespace
@@ -40,25 +58,25 @@ extern "C" {
 
 sparcoll_status_t sparcoll_allreduce_algo(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                           sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_algo_t algo) {
-  if (comm == nullptr) return null_argument("sparcoll_allreduce_algo", "comm");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_allreduce_algo", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] { comm->comm.allreduce(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op), algo_of(algo)); });
 }
 
 sparcoll_status_t sparcoll_broadcast(sparcoll_comm_t comm, void* buffer, size_t count, sparcoll_dtype_t dtype,
                                      int root) {
-  if (comm == nullptr) return null_argument("sparcoll_broadcast", "comm");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_broadcast", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] { comm->comm.broadcast(buffer, count, dtype_of(dtype), root); });
 }
 
 sparcoll_status_t sparcoll_allgather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                      sparcoll_dtype_t dtype) {
-  if (comm == nullptr) return null_argument("sparcoll_allgather", "comm");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_allgather", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] { comm->comm.allgather(sendbuf, recvbuf, count, dtype_of(dtype)); });
 }
 
 sparcoll_status_t sparcoll_reduce_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                           sparcoll_dtype_t dtype, sparcoll_op_t op) {
-  if (comm == nullptr) return null_argument("sparcoll_reduce_scatter", "comm");
+  if (const sparcoll_status_t bad = check_comm("sparcoll_reduce_scatter", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] { comm->comm.reduce_scatter(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op)); });
 }
 
@@ -94,8 +112,9 @@ sparcoll_status_t sparcoll_ireduce_scatter(sparcoll_comm_t comm, const void* sen
 sparcoll_status_t sparcoll_wait(sparcoll_request_t* request) {
   if (request == nullptr) return null_argument("sparcoll_wait", "request");
   if (*request == nullptr) return freed_request("sparcoll_wait");
+  if (const sparcoll_status_t bad = check_request("sparcoll_wait", *request); bad != SPARCOLL_SUCCESS) return bad;
   const sparcoll_status_t s = guarded([&] { (*request)->request.wait(); });
-  delete *request;
+  free_request(*request);
   *request = nullptr;
   return s;
 }
@@ -105,18 +124,22 @@ sparcoll_status_t sparcoll_test(sparcoll_request_t* request, int* done) {
   if (done == nullptr) return null_argument("sparcoll_test", "done");
   *done = 0;
   if (*request == nullptr) return freed_request("sparcoll_test");
+  if (const sparcoll_status_t bad = check_request("sparcoll_test", *request); bad != SPARCOLL_SUCCESS) return bad;
   bool finished = false;
   const sparcoll_status_t s = guarded([&] { finished = (*request)->request.test(); });
   // test() throws only for a finished collective that failed.
   if (s != SPARCOLL_SUCCESS) finished = true;
   if (!finished) return SPARCOLL_SUCCESS;
-  delete *request;
+  free_request(*request);
   *request = nullptr;
   *done = 1;
   return s;
 }
 
 sparcoll_status_t sparcoll_request_free(sparcoll_request_t request) {
+  if (request == nullptr) return SPARCOLL_SUCCESS;
+  if (!sparcoll::capi::release(HandleKind::request, request))
+    return sparcoll::capi::not_live("sparcoll_request_free", "request", request);
   // ~Request waits for the collective: the library may still use the caller's buffers.
   return guarded([&] { delete request; });
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/c_api_util.hpp"
+#include "api/c_handles.hpp"
 #include "common/config.hpp"
 
 struct sparcoll_options {
@@ -23,18 +24,27 @@ extern "C" {
 sparcoll_status_t sparcoll_options_create(sparcoll_options_t** options) {
   if (options == nullptr) return sparcoll::capi::null_argument("sparcoll_options_create", "options");
   *options = nullptr;
-  return sparcoll::capi::guarded([&] { *options = new sparcoll_options{}; });
+  return sparcoll::capi::guarded([&] {
+    *options = new sparcoll_options{};
+    sparcoll::capi::adopt(sparcoll::capi::HandleKind::options, *options);
+  });
 }
 
 sparcoll_status_t sparcoll_options_create_from_env(sparcoll_options_t** options) {
   if (options == nullptr) return sparcoll::capi::null_argument("sparcoll_options_create_from_env", "options");
   *options = nullptr;
-  return sparcoll::capi::guarded([&] { *options = new sparcoll_options{sparcoll::Options::from_env()}; });
+  return sparcoll::capi::guarded([&] {
+    *options = new sparcoll_options{sparcoll::Options::from_env()};
+    sparcoll::capi::adopt(sparcoll::capi::HandleKind::options, *options);
+  });
 }
 
 sparcoll_status_t sparcoll_options_set(sparcoll_options_t* options, const char* key, const char* value) {
   constexpr const char* kCall = "sparcoll_options_set";
-  if (options == nullptr) return sparcoll::capi::null_argument(kCall, "options");
+  if (const sparcoll_status_t bad =
+          sparcoll::capi::check_handle(kCall, "options", sparcoll::capi::HandleKind::options, options);
+      bad != SPARCOLL_SUCCESS)
+    return bad;
   if (key == nullptr) return sparcoll::capi::null_argument(kCall, "key");
   if (value == nullptr) {
     return sparcoll::capi::record(sparcoll::Status(sparcoll::ErrorCode::invalid_argument,
@@ -50,6 +60,9 @@ sparcoll_status_t sparcoll_options_set(sparcoll_options_t* options, const char* 
 }
 
 sparcoll_status_t sparcoll_options_destroy(sparcoll_options_t* options) {
+  if (options == nullptr) return SPARCOLL_SUCCESS;
+  if (!sparcoll::capi::release(sparcoll::capi::HandleKind::options, options))
+    return sparcoll::capi::not_live("sparcoll_options_destroy", "options", options);
   return sparcoll::capi::guarded([&] { delete options; });
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "algo/hybrid_plan.hpp"
 #include "block/bitmap.hpp"
 #include "block/reduce.hpp"
 #include "common/log.hpp"
@@ -160,7 +161,9 @@ void CommunicatorImpl::shutdown() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (joined_ && options_.role == Role::worker) {
-    Status s = control::leave(membership_, options_, engine_ && engine_->broken());
+    Status s = control::leave(membership_, options_, engine_ && engine_->broken(), [this] {
+      return engine_ && engine_->broken() ? engine_->broken_status() : Status();
+    });
     if (!s.ok() && !(engine_ && engine_->broken()))
       SC_LOG_WARN("teardown barrier failed, peers may report this process as failed: %s", s.message().c_str());
   }
@@ -184,11 +187,42 @@ Status CommunicatorImpl::serve() {
   return control::leave(membership_, options_, engine_->broken());
 }
 
+// The op's bitmap of non-zero blocks, from one scan of the send buffer.
+void CommunicatorImpl::scan_blocks(engine::OpState& state, std::size_t count, DataType dtype) {
+  const std::size_t nblocks = block::block_count(count, options_.block_elems);
+  const std::size_t words = block::bitmap_words(nblocks);
+  state.bitmap.resize(words + 1);  // +1: never empty, so data() is valid
+  if (state.in_place) {
+    // In place, blocks nobody sends keep their bytes: turn a local -0.0 block into +0 so every
+    // rank ends with the same bytes there.
+    signed_zero_.resize(words + 1);
+    block::scan_nonzero_blocks(state.send, count, dtype, options_.block_elems, state.bitmap.data(), signed_zero_.data());
+    const std::size_t full = std::size_t{options_.block_elems} * dtype_size(dtype);
+    for (std::size_t w = 0; w < words; ++w)
+      for (std::uint64_t bits = signed_zero_[w]; bits != 0; bits &= bits - 1) {
+        const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+        std::memset(state.recv + b * full, 0, std::min(full, count * dtype_size(dtype) - b * full));
+      }
+  } else {
+    block::scan_nonzero_blocks(state.send, count, dtype, options_.block_elems, state.bitmap.data());
+  }
+}
+
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                     std::shared_ptr<RequestState>* out) {
   if (engine_->broken())
     return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
-  const std::string problem = check_arguments(send, recv, count, dtype, op);
+  engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, check_arguments(send, recv, count, dtype, op));
+  state.request = std::make_shared<RequestState>();
+  *out = state.request;
+  engine_->submit(&state);
+  return Status();
+}
+
+// The next op slot, waited for and filled: arguments, geometry, and the bitmap from one scan of
+// the send buffer (or the abort a bad argument or a failed allocation turns into).
+engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                        ReduceOp op, const std::string& problem) {
   const std::uint32_t op_id = next_op_id_++;
 
   engine::OpState& state = engine_->slot(op_id);
@@ -196,6 +230,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
 
   state.op_id = op_id;
   state.abort = !problem.empty();
+  state.abort_code = ErrorCode::invalid_argument;
   state.abort_reason = problem;
   state.send = static_cast<const std::byte*>(send);
   state.recv = static_cast<std::byte*>(recv);
@@ -208,27 +243,23 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   state.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   state.failed.store(false, std::memory_order_relaxed);
   state.error = Status();
-  if (state.abort) {
-    state.fail(Status(ErrorCode::invalid_argument, "allreduce op " + std::to_string(op_id) + ": " + problem));
-  } else {
-    const std::size_t nblocks = block::block_count(count, options_.block_elems);
-    const std::size_t words = block::bitmap_words(nblocks);
-    state.bitmap.resize(words + 1);  // +1: never empty, so data() is valid
-    if (state.in_place) {
-      // In place, blocks nobody sends keep their bytes: turn a local -0.0 block into +0 so every
-      // rank ends with the same bytes there.
-      signed_zero_.resize(words + 1);
-      block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data(), signed_zero_.data());
-      const std::size_t full = std::size_t{options_.block_elems} * dtype_size(dtype);
-      for (std::size_t w = 0; w < words; ++w)
-        for (std::uint64_t bits = signed_zero_[w]; bits != 0; bits &= bits - 1) {
-          const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-          std::memset(static_cast<std::byte*>(recv) + b * full, 0, std::min(full, count * dtype_size(dtype) - b * full));
-        }
-    } else {
-      block::scan_nonzero_blocks(send, count, dtype, options_.block_elems, state.bitmap.data());
+  if (!state.abort) {
+    // The bitmap is the one allocation that grows with the count: a rank that cannot get it
+    // (a count far beyond its memory) aborts the op for everyone like a bad argument, instead
+    // of throwing past its peers, who would wait for it until their deadline.
+    try {
+      scan_blocks(state, count, dtype);
+    } catch (const std::bad_alloc&) {
+      state.abort = true;
+      state.abort_code = ErrorCode::no_resource;
+      state.abort_reason = "rank " + std::to_string(options_.rank) + " is out of memory for the bitmap of " +
+                           std::to_string(block::block_count(count, options_.block_elems)) + " blocks (count " +
+                           std::to_string(count) + ")";
+      state.geometry.count = 0;
     }
   }
+  if (state.abort)
+    state.fail(Status(state.abort_code, "allreduce op " + std::to_string(op_id) + ": " + state.abort_reason));
   state.user_memory = {};
   if (!state.abort && count > 0) {
     const std::byte* begin = state.send;
@@ -242,10 +273,40 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   state.lanes.assign(options_.lanes, engine::WorkerLane{});
   state.scratch.resize(std::size_t{options_.lanes} *
                        algo::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
-  state.request = std::make_shared<RequestState>();
-  *out = state.request;
-  engine_->submit(&state);
-  return Status();
+  state.stripe_blocks = 0;
+  state.dense_stripes.clear();
+  return state;
+}
+
+// The hybrid allreduce (coll/hybrid_allreduce.cpp): the block-sparse op slot is prepared here
+// (the one scan) and reserved; the collective thread exchanges the stripe counts, decides, and
+// hands the sparse stripes to the engine.
+Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                           std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("allreduce"); !s.ok()) return s;
+  const std::string problem = check_arguments(send, recv, count, dtype, op);
+  engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, problem);
+  state.busy.store(1, std::memory_order_release);  // reserved until the collective thread hands it over or gives it back
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::hybrid_allreduce;
+  c.algo = Algorithm::hybrid;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = op;
+  c.hybrid.sparse_part = &state;
+  c.hybrid.handed_over = false;
+  const std::uint64_t nblocks = state.abort ? 0 : block::block_count(count, options_.block_elems);
+  c.hybrid.stripe_blocks = algo::stripe_blocks_for(nblocks);
+  const std::uint64_t stripes = (nblocks + c.hybrid.stripe_blocks - 1) / c.hybrid.stripe_blocks;
+  c.hybrid.stripe_counts.assign(stripes, 0);
+  const std::uint32_t words_per_stripe = c.hybrid.stripe_blocks / 64;
+  for (std::size_t w = 0; w < block::bitmap_words(nblocks); ++w)
+    c.hybrid.stripe_counts[w / words_per_stripe] += static_cast<std::uint32_t>(std::popcount(state.bitmap[w]));
+  std::string local_problem = problem;
+  if (local_problem.empty() && state.abort) local_problem = state.abort_reason;
+  return submit(c, "allreduce op", local_problem, out);
 }
 
 Status CommunicatorImpl::register_buffer(const void* buffer, std::size_t bytes) {
@@ -497,11 +558,12 @@ Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::s
 
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                     Algorithm algo, std::shared_ptr<RequestState>* out) {
-  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::dsar_split_allgather))
+  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::hybrid))
     return Status(ErrorCode::invalid_argument,
                   "allreduce: algorithm " + std::to_string(static_cast<int>(algo)) + " is not a known algorithm");
   const Algorithm chosen = resolve(algo, send, count, dtype, op);
   if (chosen == Algorithm::block_sparse) return iallreduce(send, recv, count, dtype, op, out);
+  if (chosen == Algorithm::hybrid) return iallreduce_hybrid(send, recv, count, dtype, op, out);
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
   coll::CollOp& c = executor_->next_slot();
   c.kind = coll::CollKind::allreduce;

@@ -119,4 +119,33 @@ void acc_store(DataType dt, ReduceOp op, const void* acc, std::size_t n, std::ui
   acc_store_at(simd_level(), dt, op, acc, n, nranks, out);
 }
 
+void i32_avg_load(const std::int32_t* src, std::int64_t* acc, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) acc[i] = src[i];
+}
+
+void i32_avg_add(const std::int32_t* src, std::int64_t* acc, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) acc[i] += src[i];
+}
+
+void i32_avg_store(const std::int64_t* acc, std::size_t n, std::uint32_t nranks, std::int32_t* out) noexcept {
+  const auto d = static_cast<std::int64_t>(divisor(nranks));
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::int32_t>(acc[i] / d);
+}
+
+void i32_split_halves(const std::int32_t* in, std::size_t n, std::int32_t* hi, std::int32_t* lo) noexcept {
+  // value = hi * 65536 + lo with lo in [0, 65536): the sums of hi and of lo fit int32 for fewer
+  // than 32768 ranks, and zeros stay zeros (sparsity survives).
+  for (std::size_t i = 0; i < n; ++i) {
+    hi[i] = in[i] >> 16;  // arithmetic shift: floor division by 65536 (C++20)
+    lo[i] = in[i] & 0xffff;
+  }
+}
+
+void i32_avg_from_halves(const std::int32_t* hi_sum, const std::int32_t* lo_sum, std::size_t n, std::uint32_t nranks,
+                         std::int32_t* out) noexcept {
+  const auto d = static_cast<std::int64_t>(divisor(nranks));
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = static_cast<std::int32_t>((std::int64_t{hi_sum[i]} * 65536 + std::int64_t{lo_sum[i]}) / d);
+}
+
 }  // namespace sparcoll::block

@@ -3,9 +3,11 @@
 // Every call is over `n` contiguous elements (one block); the kernels are SIMD (run-time
 // dispatch) and allocate nothing.
 //
-// Semantics: sum/avg add (i32 wraps modulo 2^32); min/max follow IEEE fminf/fmaxf-like rules
+// Semantics: sum adds (i32 wraps modulo 2^32); min/max follow IEEE fminf/fmaxf-like rules
 // except that NaN propagates (any NaN contribution gives NaN); avg divides the sum by nranks
-// when narrowing (i32: truncation toward zero).
+// when narrowing. i32 avg is exact: its sum needs more than 32 bits before the division
+// (avg(INT32_MAX, INT32_MAX) wrapped to -1), so it has 64-bit kernels of its own (below) and
+// truncates toward zero.
 #pragma once
 
 #include <cstddef>
@@ -28,5 +30,16 @@ void acc_reduce_zero(DataType dt, ReduceOp op, void* acc, std::size_t n) noexcep
 void acc_zero(DataType dt, void* acc, std::size_t n) noexcept;
 // out[i] = narrow(acc[i]) (avg: acc[i] / nranks first)
 void acc_store(DataType dt, ReduceOp op, const void* acc, std::size_t n, std::uint32_t nranks, void* out) noexcept;
+
+// i32 avg, exact for any number of ranks below 2^32: int64 accumulators.
+// acc[i] = src[i]; acc[i] += src[i]; out[i] = acc[i] / nranks (truncated toward zero).
+void i32_avg_load(const std::int32_t* src, std::int64_t* acc, std::size_t n) noexcept;
+void i32_avg_add(const std::int32_t* src, std::int64_t* acc, std::size_t n) noexcept;
+void i32_avg_store(const std::int64_t* acc, std::size_t n, std::uint32_t nranks, std::int32_t* out) noexcept;
+// The exact average of the int32 sums of the 16-bit halves of n ranks' values (hi: value >> 16,
+// lo: value & 0xffff, see i32_split_halves), for algorithms whose messages carry 32-bit sums.
+void i32_split_halves(const std::int32_t* in, std::size_t n, std::int32_t* hi, std::int32_t* lo) noexcept;
+void i32_avg_from_halves(const std::int32_t* hi_sum, const std::int32_t* lo_sum, std::size_t n, std::uint32_t nranks,
+                         std::int32_t* out) noexcept;
 
 }  // namespace sparcoll::block

@@ -23,17 +23,20 @@ namespace {
 
 // The allowed values of enumerated options, each listed once: parsing, validation and the
 // docs all read these. A new algorithm or transport is added here.
-constexpr std::array<std::string_view, 7> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
-                                                        "ssar_recursive_doubling", "ssar_split_allgather",
-                                                        "dsar_split_allgather"};
+constexpr std::array<std::string_view, 10> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
+                                                         "ssar_recursive_doubling", "ssar_split_allgather",
+                                                         "dsar_split_allgather", "recursive_doubling", "direct", "hybrid"};
 constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
 constexpr std::array<std::string_view, 4> kPollModes = {"spin", "yield", "auto", "event"};
 constexpr std::array<std::string_view, 2> kMemifZeroCopy = {"auto", "off"};
+constexpr std::array<std::string_view, 2> kShmPeerReads = {"auto", "off"};
 constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warn", "info", "debug"};
 
 constexpr std::uint32_t kMaxBlockElems = 1u << 20;
-constexpr std::uint32_t kMaxLanes = 65536;
+// Past a few thousand lanes nothing is gained (a lane only pipelines its own windows), and an
+// aggregator's worst case is lanes x op slots x workers x fusion blocks of buffers.
+constexpr std::uint32_t kMaxLanes = 4096;
 constexpr std::uint32_t kMaxFusion = 255;
 constexpr std::uint32_t kMaxThreads = 64;
 constexpr std::uint32_t kMaxInflight = 1024;
@@ -306,6 +309,7 @@ void check_identity(const Options& o, Problems& p) {
 void check_engine(const Options& o, Problems& p) {
   p.check_choice("transport", o.transport, kTransports);
   p.check_choice("algo", o.algo, kAlgorithms);
+  p.check_range("hybrid_dense_percent", o.hybrid_dense_percent, 0u, 101u);
   p.check_range("block_elems", o.block_elems, 1u, kMaxBlockElems);
   p.check_range("lanes", o.lanes, 1u, kMaxLanes);
   p.check_range("fusion", o.fusion, 1u, kMaxFusion);
@@ -355,7 +359,9 @@ const std::vector<ConfigVariable>& config_variables() {
        "are (torchrun), MASTER_PORT+1 is used: torchrun's own store occupies MASTER_PORT.",
        {}, &parse_store},
       {"SPARCOLL_JOB_TOKEN", "job_token", "(empty)",
-       "shared secret checked on every store connection; a wrong token aborts the rendezvous for every rank.", {},
+       "shared secret checked on every store and tcp connection; a wrong token closes that connection only. Empty: "
+       "the job is unauthenticated, and its store's host warns (docs/security.md).",
+       {},
        &parse_text<&Options::job_token>},
       {"SPARCOLL_STORE_SERVER", "store_server", "rank0",
        "who hosts the store: rank0 (rank 0 starts it) or external (a launcher such as sparcoll-run does).", {},
@@ -366,8 +372,13 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
        {}, &parse_choice<&Options::transport, kTransports>},
-      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather or dsar_split_allgather (docs/algorithms.md).", {},
+      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct or hybrid (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
+      {"SPARCOLL_HYBRID_DENSE_PERCENT", "hybrid_dense_percent", "40",
+       "hybrid allreduce: a stripe whose union block density (estimated from every rank's count of non-zero blocks "
+       "in it) is at least this percentage goes the dense way, the others block-sparse; 0 to 101 (101: never "
+       "dense). Must be equal on every process.",
+       {}, &parse_nonnegative_u32<&Options::hybrid_dense_percent>},
       {"SPARCOLL_LINK_LATENCY_NS", "link_latency_ns", "0",
        "per-message latency the algo=auto cost model assumes, in ns; 0 = measured once per communicator "
        "(a few small and 1 MiB ring allreduces at the first auto call).",
@@ -380,7 +391,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregators>},
       {"SPARCOLL_BLOCK_ELEMS", "block_elems", "256", "elements per block, 1 to 1048576.", {},
        &parse_positive_u32<&Options::block_elems>},
-      {"SPARCOLL_LANES", "lanes", "64", "slots the tensor's blocks are striped over, 1 to 65536.", {},
+      {"SPARCOLL_LANES", "lanes", "64", "slots the tensor's blocks are striped over, 1 to 4096.", {},
        &parse_positive_u32<&Options::lanes>},
       {"SPARCOLL_FUSION", "fusion", "8", "most blocks a worker fuses into one message, 1 to 255.", {},
        &parse_positive_u32<&Options::fusion>},
@@ -409,6 +420,11 @@ const std::vector<ConfigVariable>& config_variables() {
        "bytes of each shared-memory ring (per sender, receiver and thread): a power of two from 65536 to "
        "1073741824, at least 4 * max_message.",
        {}, &parse_positive_u32<&Options::shm_ring_bytes>},
+      {"SPARCOLL_SHM_PEER_READS", "shm_peer_reads", "auto",
+       "auto: the shm transport reads peers' memory in place when every process of the job can "
+       "(process_vm_readv, checked at setup), for the direct algorithm's one-copy transfers. off: never "
+       "(the direct algorithm is then unsupported and auto uses the ring).",
+       {}, &parse_choice<&Options::shm_peer_reads, kShmPeerReads>},
       {"SPARCOLL_IB_DEVICE", "ib_device", "(first device with an active port)",
        "rdma device the rdma transport uses, e.g. mlx5_0 or rxe0 (ibv_devices lists them).", {},
        &parse_text<&Options::ib_device>},

@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
 #include "common/log.hpp"
+#include "control/store_address.hpp"
 
 namespace sparcoll::control {
 
@@ -33,6 +36,7 @@ std::vector<SharedSetting> shared_settings(const Options& o) {
       {"SPARCOLL_AGGREGATORS", std::to_string(o.aggregators)},
       {"SPARCOLL_TRANSPORT", o.transport},
       {"SPARCOLL_ALGO", o.algo},
+      {"SPARCOLL_HYBRID_DENSE_PERCENT", std::to_string(o.hybrid_dense_percent)},
       {"SPARCOLL_BLOCK_ELEMS", std::to_string(o.block_elems)},
       {"SPARCOLL_LANES", std::to_string(o.lanes)},
       {"SPARCOLL_FUSION", std::to_string(o.fusion)},
@@ -61,6 +65,38 @@ std::string field(const std::string& text, const std::string& key) {
 std::string process_name(const Options& o, std::uint32_t workers, std::uint32_t index) {
   (void)o;
   return index < workers ? "rank " + std::to_string(index) : "aggregator " + std::to_string(index - workers);
+}
+
+// Rank 0's store listens on the address the job was told to reach it at (SPARCOLL_STORE, or
+// MASTER_ADDR): a job on 127.0.0.1 is then out of reach of other hosts, and one on a cluster
+// network is not served on every other interface too. Only when that address is not one of this
+// host's (behind NAT) does it listen on all of them, and says so.
+Status host_store(const Options& options, std::unique_ptr<StoreServer>* out) {
+  HostPort address;
+  Status s = parse_host_port(options.store, &address);
+  if (!s.ok()) return s;
+  sockaddr_in ip{};
+  std::string listen = "0.0.0.0:" + std::to_string(address.port);
+  if (resolve_ipv4(address, /*passive=*/false, &ip).ok()) listen = format_ip_port(ip);
+  s = StoreServer::start(listen, options.job_token, out);
+  if (!s.ok() && listen.rfind("0.0.0.0:", 0) != 0 && s.message().find("cannot assign requested address") != std::string::npos) {
+    SC_LOG_WARN("the store address %s is not an address of this host: the rendezvous store listens on every "
+                "interface instead", listen.c_str());
+    listen = "0.0.0.0:" + std::to_string(address.port);
+    s = StoreServer::start(listen, options.job_token, out);
+  }
+  if (!s.ok())
+    return Status(s.code(), "rank 0 could not host the rendezvous store (SPARCOLL_STORE=" + options.store + "): " + s.message());
+  if (options.job_token.empty()) {
+    // Said once, by the process that hosts the store, loudly: nothing else stops a stranger.
+    const bool loopback = listen.rfind("127.", 0) == 0;
+    SC_LOG_WARN("unauthenticated job: SPARCOLL_JOB_TOKEN is empty, so the rendezvous store on %s and every tcp data "
+                "port accept any process that can reach them (%s), which can read the job's addresses, join as a "
+                "rank or disturb it; set SPARCOLL_JOB_TOKEN to the same secret on every process (sparcoll-run and "
+                "the PyTorch backend make one), see docs/security.md",
+                listen.c_str(), loopback ? "any user of this host" : "anyone on its network");
+  }
+  return Status();
 }
 
 }  // namespace
@@ -100,11 +136,8 @@ Status join(const Options& options, Membership* out) {
   }
 
   if (options.role == Role::worker && options.rank == 0 && options.store_server == "rank0") {
-    const std::size_t colon = options.store.rfind(':');
-    const std::string port = colon == std::string::npos ? options.store : options.store.substr(colon + 1);
-    Status s = StoreServer::start("0.0.0.0:" + port, options.job_token, &m.server);
-    if (!s.ok())
-      return Status(s.code(), "rank 0 could not host the rendezvous store (SPARCOLL_STORE=" + options.store + "): " + s.message());
+    Status s = host_store(options, &m.server);
+    if (!s.ok()) return s;
   }
   Status s = Store::connect(options.store, options.job_token, who, options.connect_timeout_ms, &m.store);
   if (!s.ok()) return s;
@@ -126,10 +159,14 @@ Status join(const Options& options, Membership* out) {
     std::string text;
     s = m.store->get(m.key_prefix + "proc/" + std::to_string(i), options.connect_timeout_ms, &text);
     if (!s.ok()) {
-      if (s.code() == ErrorCode::timeout)
+      if (s.code() == ErrorCode::timeout) {
+        // A process that presented a wrong token was turned away by the store; if it was the one
+        // we wait for, its claim in the notes is the likely cause.
+        const std::string notes = m.store->diagnose();
         return Status(ErrorCode::timeout, process_name(options, m.workers, i) + " did not join the rendezvous at " +
                                               options.store + " within " + std::to_string(options.connect_timeout_ms) +
-                                              " ms (SPARCOLL_CONNECT_TIMEOUT_MS)");
+                                              " ms (SPARCOLL_CONNECT_TIMEOUT_MS)" + (notes.empty() ? "" : "; " + notes));
+      }
       return s;
     }
     transport::ProcessInfo& p = m.processes[i];
@@ -163,14 +200,30 @@ Status wait_for_workers_to_leave(Membership& m, std::uint32_t timeout_ms) {
   return m.store->wait_at_least(m.key_prefix + "bye", m.workers, timeout_ms);
 }
 
-Status leave(Membership& m, const Options& options, bool broken) {
+Status leave(Membership& m, const Options& options, bool broken, const std::function<Status()>& failure) {
   if (!m.store) return Status();
   std::int64_t count = 0;
   Status s = m.store->add(m.key_prefix + "bye", 1, &count);
   if (!s.ok()) return s;
   // A broken job may have lost processes for good: count ourselves out, wait for nobody.
   if (broken) return Status();
-  s = m.store->wait_at_least(m.key_prefix + "bye", m.total(), options.connect_timeout_ms);
+  // In slices, so a peer that died after the last collective (it will never say bye) ends the
+  // wait as soon as it is seen, not after the whole timeout (30 s by default).
+  constexpr std::uint32_t kSliceMs = 100;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.connect_timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+    const auto slice = static_cast<std::uint32_t>(std::clamp<long long>(left.count(), 0, kSliceMs));
+    s = m.store->wait_at_least(m.key_prefix + "bye", m.total(), slice);
+    if (s.code() != ErrorCode::timeout || left.count() <= kSliceMs) break;
+    if (failure) {
+      const Status why = failure();
+      if (!why.ok()) {
+        SC_LOG_INFO("teardown: not waiting for the others to leave: %s", why.message().c_str());
+        return Status();
+      }
+    }
+  }
   if (!s.ok()) return s;
   // Rank 0 hosts the store: let everyone read the final count before it goes away.
   if (m.server) {

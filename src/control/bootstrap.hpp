@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,8 +34,10 @@ struct Membership {
 Status join(const Options& options, Membership* out);
 
 // Teardown barrier: returns when every process has arrived (or the timeout passed). A process
-// whose communicator broke only counts itself out: some peers may never arrive.
-Status leave(Membership& m, const Options& options, bool broken);
+// whose communicator broke only counts itself out: some peers may never arrive. `failure` is
+// asked while it waits (every 100 ms): a non-ok answer (a peer died after the last collective,
+// seen by the progress threads) ends the wait, since that peer will never arrive either.
+Status leave(Membership& m, const Options& options, bool broken, const std::function<Status()>& failure = {});
 
 // Dedicated aggregators: waits up to timeout_ms for every worker to have left.
 // Returns timeout while workers are still running.

@@ -11,11 +11,14 @@
 //   wait_at_least = u8 5 | u64 request_id | str key | i64 target
 //   reply   = u8 6 | u64 request_id | u32 code | str data
 //
+//   diagnose = u8 7 | u64 request_id | str key            (key ignored, not empty)
+//
 // A client sends hello first and waits for its reply (request_id 0): code 0 accepts it;
 // auth_failure ("job token mismatch") or mismatch (protocol version) rejects it and the server
-// closes the connection. A wrong token also aborts the rendezvous: from then on every pending
-// and later request of every client is answered with auth_failure "rendezvous aborted: <identity>
-// from <ip:port> presented a wrong job token".
+// closes that connection, and only that one: whoever can reach the port must not be able to end
+// the job with one wrong hello (docs/security.md). The server remembers the last few rejected
+// hellos; diagnose returns them as text ("" when there were none), so a rank that waits in vain
+// for another can say that a process claiming to be it presented a wrong token.
 //
 // Requests are answered in any order, each reply carrying its request_id. code 0 means success
 // and data is the value (get), the new integer as 8 bytes (add) or empty (set, wait_at_least);
@@ -61,6 +64,7 @@ class TcpStore final : public Store {
   Status get(const std::string& key, std::uint32_t timeout_ms, std::string* value) override;
   Status add(const std::string& key, std::int64_t delta, std::int64_t* result) override;
   Status wait_at_least(const std::string& key, std::int64_t target, std::uint32_t timeout_ms) override;
+  std::string diagnose() override;
   std::string local_address() const override { return local_ip_; }
 
  private:
@@ -159,7 +163,9 @@ Status TcpStore::say_hello(const std::string& job_token, const std::string& who,
                                                  std::to_string(reply.id));
   }
   if (reply.code == static_cast<std::uint32_t>(ErrorCode::auth_failure)) {
-    return Status(ErrorCode::auth_failure, "store at " + server_ + " rejected our job token");
+    return Status(ErrorCode::auth_failure, "store at " + server_ +
+                                               " rejected our job token (SPARCOLL_JOB_TOKEN must be the same secret on "
+                                               "every process of the job)");
   }
   if (reply.code != 0) {
     return Status(ErrorCode::mismatch, "store at " + server_ + " rejected our hello: " + reply.data);
@@ -341,6 +347,17 @@ Status TcpStore::wait_at_least(const std::string& key, std::int64_t target, std:
   wire::Reply reply;
   return request(std::move(req), timeout_ms,
                  "waiting for store key '" + key + "' to reach " + std::to_string(target), &reply);
+}
+
+std::string TcpStore::diagnose() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  wire::Request req;
+  req.type = wire::MsgType::diagnose;
+  req.key = "notes";
+  wire::Reply reply;
+  // Asked only on the way to reporting another failure: a short wait, and no notes on error.
+  const Status st = request(std::move(req), 2000, "asking for the store's notes", &reply);
+  return st.ok() ? reply.data : std::string();
 }
 
 }  // namespace

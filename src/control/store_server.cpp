@@ -2,6 +2,13 @@
 // client and an eventfd that wakes the thread for shutdown. Blocking requests (get,
 // wait_at_least) are remembered as waiters and answered when their key changes, so no thread
 // ever blocks on a client. Protocol: see the top of store.cpp.
+//
+// Anyone who can reach the port can connect, so nothing a client does before its hello is
+// accepted may cost the job more than that client's connection (docs/security.md): a wrong
+// token closes that connection only; a hello must arrive within a timeout; a bounded number of
+// connections may wait for theirs (a new one closes the oldest, StoreLimits); at the
+// descriptor limit the server stops accepting for a moment instead of spinning on accept; and
+// the warnings about all this are rate-limited.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,9 +17,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <map>
 #include <string>
@@ -33,6 +43,15 @@ namespace {
 // rather than letting it grow the server without bound.
 constexpr std::size_t kMaxPendingOutput = 256u << 20;
 constexpr std::size_t kReadChunk = 64 * 1024;
+// StoreLimits (store.hpp): a real client sends its hello right after connecting, so one that
+// has not within hello_timeout is holding a connection open (a slowloris) and is closed; a
+// flood beyond max_unauthenticated closes the oldest first, so an attacker must win a race
+// against a real client's first round trip to keep it out.
+// How long accepting pauses when the process is out of descriptors.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+// Rejected hellos remembered for diagnostics (what a rank that waits in vain is told).
+constexpr std::size_t kRejectedNotes = 4;
+using Clock = std::chrono::steady_clock;
 // epoll user data for the two fds that are not clients (client ids start at 1).
 constexpr std::uint64_t kListenTag = 0;
 constexpr std::uint64_t kWakeTag = ~std::uint64_t{0};
@@ -40,7 +59,8 @@ constexpr std::uint64_t kWakeTag = ~std::uint64_t{0};
 struct Client {
   UniqueFd fd;
   std::string peer;             // "ip:port"
-  std::string identity;         // claimed in the hello; empty before it
+  std::string identity;         // claimed in the hello, made printable; empty before it
+  Clock::time_point hello_deadline;  // before authentication
   bool authenticated = false;
   bool close_after_flush = false;
   bool want_write = false;      // EPOLLOUT registered
@@ -65,8 +85,8 @@ bool parse_counter(const std::string& text, std::int64_t* out) {
 
 class TcpStoreServer final : public StoreServer {
  public:
-  TcpStoreServer(std::string job_token, std::string listen_address)
-      : token_(std::move(job_token)), listen_address_(std::move(listen_address)) {}
+  TcpStoreServer(std::string job_token, std::string listen_address, const StoreLimits& limits)
+      : token_(std::move(job_token)), listen_address_(std::move(listen_address)), limits_(limits) {}
   ~TcpStoreServer() override;
 
   Status open(const HostPort& address);
@@ -83,7 +103,15 @@ class TcpStoreServer final : public StoreServer {
   bool handle_hello(std::uint64_t id, std::string_view body);
   void handle_request(std::uint64_t id, const wire::Request& request);
   void notify_waiters(const std::string& key);
-  void abort_rendezvous(std::string message);
+  // A hello with a wrong or missing token: that connection is told and closed, nothing else.
+  void reject_token(std::uint64_t id);
+  // Closes unauthenticated connections past their hello deadline; returns the epoll timeout
+  // (ms, -1 for none) until the next deadline or the end of an accept pause.
+  int expire_and_next_timeout();
+  // Closes the oldest connection that has not said hello; false when there is none.
+  bool close_oldest_unauthenticated(const char* why);
+  void pause_accepting(int error);
+  void resume_accepting();
 
   void send_reply(std::uint64_t id, std::uint64_t request, ErrorCode code, std::string data);
   void flush(std::uint64_t id);
@@ -93,6 +121,7 @@ class TcpStoreServer final : public StoreServer {
 
   const std::string token_;
   const std::string listen_address_;  // as given, for logs
+  const StoreLimits limits_;
   UniqueFd listen_fd_;
   UniqueFd epoll_fd_;
   UniqueFd wake_fd_;
@@ -104,7 +133,17 @@ class TcpStoreServer final : public StoreServer {
   std::unordered_map<std::uint64_t, Client> clients_;
   std::unordered_map<std::string, std::string> data_;
   std::map<std::string, std::vector<Waiter>> waiters_;
-  std::string abort_message_;  // non-empty once a wrong token aborted the rendezvous
+  std::deque<std::uint64_t> unauthenticated_;  // ids in accept order (closed ones are skipped)
+  std::size_t unauthenticated_count_ = 0;
+  Clock::time_point accept_resume_{};  // accepting is paused until then (descriptor limit)
+  bool accepting_ = true;
+  std::uint64_t rejected_tokens_ = 0;
+  std::deque<std::string> rejected_notes_;  // the last few wrong-token hellos, for diagnose
+  // One warning line per kind of unwelcome client per interval.
+  log::RateLimit token_warnings_{limits_.warn_interval};
+  log::RateLimit garbage_warnings_{limits_.warn_interval};
+  log::RateLimit flood_warnings_{limits_.warn_interval};
+  log::RateLimit accept_warnings_{limits_.warn_interval};
 };
 
 TcpStoreServer::~TcpStoreServer() {
@@ -159,7 +198,7 @@ Status TcpStoreServer::open(const HostPort& address) {
 void TcpStoreServer::run() {
   epoll_event events[64];
   for (;;) {
-    const int n = ::epoll_wait(epoll_fd_.get(), events, 64, -1);
+    const int n = ::epoll_wait(epoll_fd_.get(), events, 64, expire_and_next_timeout());
     if (n < 0) {
       if (errno == EINTR) continue;
       SC_LOG_ERROR("store server on port %u: epoll_wait failed: %s; the store stops serving", port_,
@@ -187,13 +226,19 @@ void TcpStoreServer::accept_clients() {
     socklen_t len = sizeof peer;
     UniqueFd fd(::accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd.valid()) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        // EMFILE and friends: keep serving the clients we have.
-        SC_LOG_WARN("store server on port %u: accept failed: %s", port_, errno_text(errno).c_str());
-      }
+      const int error = errno;
+      if (error == EINTR || error == ECONNABORTED) continue;
+      if (error == EAGAIN || error == EWOULDBLOCK) return;
+      // Out of descriptors (EMFILE, ENFILE) or memory: a connection that has not said hello
+      // gives its descriptor back; without one, accepting pauses (the pending connection
+      // would otherwise wake epoll again at once: the server spun at full speed).
+      if ((error == EMFILE || error == ENFILE) && close_oldest_unauthenticated("the process is out of descriptors"))
+        continue;
+      pause_accepting(error);
       return;
     }
+    if (unauthenticated_count_ >= limits_.max_unauthenticated)
+      close_oldest_unauthenticated("too many connections have not said hello");
     const int on = 1;
     ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
     const std::uint64_t id = next_client_++;
@@ -208,16 +253,89 @@ void TcpStoreServer::accept_clients() {
     Client& c = clients_[id];
     c.fd = std::move(fd);
     c.peer = format_ip_port(peer);
+    c.hello_deadline = Clock::now() + limits_.hello_timeout;
+    unauthenticated_.push_back(id);
+    ++unauthenticated_count_;
     SC_LOG_DEBUG("store: connection from %s", c.peer.c_str());
   }
+}
+
+bool TcpStoreServer::close_oldest_unauthenticated(const char* why) {
+  while (!unauthenticated_.empty()) {
+    const std::uint64_t id = unauthenticated_.front();
+    unauthenticated_.pop_front();
+    auto it = clients_.find(id);
+    if (it == clients_.end() || it->second.authenticated) continue;
+    std::uint64_t held_back = 0;
+    if (flood_warnings_.allow(&held_back))
+      SC_LOG_WARN("store server on port %u: %s: closing the oldest such connection, from %s%s", port_, why,
+                  it->second.peer.c_str(), log::RateLimit::held_back_note(held_back).c_str());
+    close_client(id);
+    return true;
+  }
+  return false;
+}
+
+void TcpStoreServer::pause_accepting(int error) {
+  std::uint64_t held_back = 0;
+  if (accept_warnings_.allow(&held_back))
+    SC_LOG_WARN("store server on port %u: accept failed: %s; not accepting for %lld ms%s", port_,
+                errno_text(error).c_str(), static_cast<long long>(kAcceptPause.count()),
+                log::RateLimit::held_back_note(held_back).c_str());
+  epoll_event ev{};
+  ev.events = 0;
+  ev.data.u64 = kListenTag;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, listen_fd_.get(), &ev);
+  accepting_ = false;
+  accept_resume_ = Clock::now() + kAcceptPause;
+}
+
+void TcpStoreServer::resume_accepting() {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenTag;
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, listen_fd_.get(), &ev);
+  accepting_ = true;
+}
+
+int TcpStoreServer::expire_and_next_timeout() {
+  const auto now = Clock::now();
+  if (!accepting_ && now >= accept_resume_) resume_accepting();
+  // Deadlines grow in accept order, so only the front can be due.
+  while (!unauthenticated_.empty()) {
+    auto it = clients_.find(unauthenticated_.front());
+    if (it == clients_.end() || it->second.authenticated) {
+      unauthenticated_.pop_front();
+      continue;
+    }
+    if (it->second.hello_deadline > now) break;
+    const std::uint64_t id = unauthenticated_.front();
+    unauthenticated_.pop_front();
+    std::uint64_t held_back = 0;
+    if (flood_warnings_.allow(&held_back))
+      SC_LOG_WARN("store server on port %u: closing the connection from %s: no hello within %lld ms%s", port_,
+                  it->second.peer.c_str(), static_cast<long long>(limits_.hello_timeout.count()),
+                  log::RateLimit::held_back_note(held_back).c_str());
+    close_client(id);
+  }
+  Clock::time_point next = Clock::time_point::max();
+  if (!unauthenticated_.empty()) next = clients_.at(unauthenticated_.front()).hello_deadline;
+  if (!accepting_) next = std::min(next, accept_resume_);
+  if (next == Clock::time_point::max()) return -1;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
+  return static_cast<int>(std::clamp<long long>(ms, 0, 60'000));
 }
 
 void TcpStoreServer::on_readable(std::uint64_t id) {
   Client& c = clients_.at(id);
   for (;;) {
     const std::size_t old = c.in.size();
-    c.in.resize(old + kReadChunk);
-    const ssize_t n = ::recv(c.fd.get(), c.in.data() + old, kReadChunk, 0);
+    // Before its hello a client gets no more buffer than a hello can fill: a thousand
+    // connections with half a hello each must not cost the job 64 KiB apiece.
+    const std::size_t hello_frame = 4 + wire::kMaxHelloBody;
+    const std::size_t chunk = c.authenticated ? kReadChunk : (old < hello_frame ? hello_frame - old : 1);
+    c.in.resize(old + chunk);
+    const ssize_t n = ::recv(c.fd.get(), c.in.data() + old, chunk, 0);
     c.in.resize(old + (n > 0 ? static_cast<std::size_t>(n) : 0));
     if (n > 0) {
       if (!process_frames(id)) return;
@@ -286,10 +404,12 @@ bool TcpStoreServer::handle_hello(std::uint64_t id, std::string_view body) {
     drop_client(id, "not a sparcoll store client (bad magic)");
     return false;
   }
-  c.identity = hello.identity.empty() ? "unnamed client" : hello.identity;
+  c.identity = hello.identity.empty() ? "unnamed client" : log::printable(hello.identity);
   if (hello.version != wire::kVersion) {
-    SC_LOG_WARN("store: rejected %s: it speaks store protocol version %u, this server speaks %u", describe(c).c_str(),
-                hello.version, wire::kVersion);
+    std::uint64_t held_back = 0;
+    if (garbage_warnings_.allow(&held_back))
+      SC_LOG_WARN("store: rejected %s: it speaks store protocol version %u, this server speaks %u%s", describe(c).c_str(),
+                  hello.version, wire::kVersion, log::RateLimit::held_back_note(held_back).c_str());
     send_reply(id, 0, ErrorCode::mismatch,
                "client speaks store protocol version " + std::to_string(hello.version) + ", server speaks " +
                    std::to_string(wire::kVersion));
@@ -303,26 +423,27 @@ bool TcpStoreServer::handle_hello(std::uint64_t id, std::string_view body) {
     diff |= static_cast<unsigned char>(hello.token[i] ^ token_[i]);
   }
   if (diff != 0) {
-    SC_LOG_WARN("store: rejected %s: job token mismatch; aborting the rendezvous", describe(c).c_str());
-    const std::string message = "rendezvous aborted: " + c.identity + " from " + c.peer + " presented a wrong job token";
-    send_reply(id, 0, ErrorCode::auth_failure, "job token mismatch");
-    c.close_after_flush = true;
-    flush(id);
-    abort_rendezvous(message);
+    reject_token(id);
     return false;
   }
   c.authenticated = true;
+  --unauthenticated_count_;
   send_reply(id, 0, ErrorCode::ok, {});
   SC_LOG_DEBUG("store: %s joined", describe(c).c_str());
   return clients_.count(id) != 0;
 }
 
 void TcpStoreServer::handle_request(std::uint64_t id, const wire::Request& q) {
-  if (!abort_message_.empty()) {
-    send_reply(id, q.id, ErrorCode::auth_failure, abort_message_);
-    return;
-  }
   switch (q.type) {
+    case wire::MsgType::diagnose: {
+      std::string notes;
+      if (rejected_tokens_ > 0) {
+        notes = "the store rejected " + std::to_string(rejected_tokens_) + " connection(s) with a wrong job token";
+        for (const auto& note : rejected_notes_) notes += "; " + note;
+      }
+      send_reply(id, q.id, ErrorCode::ok, std::move(notes));
+      return;
+    }
     case wire::MsgType::set:
       data_[q.key] = q.value;
       send_reply(id, q.id, ErrorCode::ok, {});
@@ -405,16 +526,21 @@ void TcpStoreServer::notify_waiters(const std::string& key) {
   }
 }
 
-void TcpStoreServer::abort_rendezvous(std::string message) {
-  if (!abort_message_.empty()) return;  // the first offender is the one reported
-  abort_message_ = std::move(message);
-  auto waiting = std::move(waiters_);
-  waiters_.clear();
-  for (auto& [key, list] : waiting) {
-    for (const Waiter& w : list) {
-      if (clients_.count(w.client)) send_reply(w.client, w.request, ErrorCode::auth_failure, abort_message_);
-    }
-  }
+void TcpStoreServer::reject_token(std::uint64_t id) {
+  Client& c = clients_.at(id);
+  ++rejected_tokens_;
+  // The claimed identity is the client's word, not a fact: it is reported as a claim.
+  rejected_notes_.push_back("a connection from " + c.peer + " claiming to be '" + c.identity +
+                            "' presented a wrong job token");
+  if (rejected_notes_.size() > kRejectedNotes) rejected_notes_.pop_front();
+  std::uint64_t held_back = 0;
+  if (token_warnings_.allow(&held_back))
+    SC_LOG_WARN("store server on port %u: closing the connection from %s claiming to be '%s': wrong job token%s",
+                port_, c.peer.c_str(), c.identity.c_str(), log::RateLimit::held_back_note(held_back).c_str());
+  send_reply(id, 0, ErrorCode::auth_failure, "job token mismatch");
+  if (clients_.count(id) == 0) return;
+  clients_.at(id).close_after_flush = true;
+  flush(id);
 }
 
 void TcpStoreServer::send_reply(std::uint64_t id, std::uint64_t request, ErrorCode code, std::string data) {
@@ -468,6 +594,8 @@ void TcpStoreServer::on_writable(std::uint64_t id) { flush(id); }
 void TcpStoreServer::close_client(std::uint64_t id) {
   auto it = clients_.find(id);
   if (it == clients_.end()) return;
+  // Its entry in unauthenticated_ is skipped when reached; the count is exact at once.
+  if (!it->second.authenticated) --unauthenticated_count_;
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second.fd.get(), nullptr);
   clients_.erase(it);
   for (auto w = waiters_.begin(); w != waiters_.end();) {
@@ -477,7 +605,14 @@ void TcpStoreServer::close_client(std::uint64_t id) {
 }
 
 void TcpStoreServer::drop_client(std::uint64_t id, const std::string& reason) {
-  SC_LOG_WARN("store: closing %s: %s", describe(clients_.at(id)).c_str(), reason.c_str());
+  const Client& c = clients_.at(id);
+  // Garbage before a hello comes from anyone who can reach the port: rate-limited.
+  std::uint64_t held_back = 0;
+  if (c.authenticated)
+    SC_LOG_WARN("store: closing %s: %s", describe(c).c_str(), reason.c_str());
+  else if (garbage_warnings_.allow(&held_back))
+    SC_LOG_WARN("store server on port %u: closing the connection from %s: %s%s", port_, describe(c).c_str(),
+                reason.c_str(), log::RateLimit::held_back_note(held_back).c_str());
   close_client(id);
 }
 
@@ -488,11 +623,11 @@ std::string TcpStoreServer::describe(const Client& c) const {
 }  // namespace
 
 Status StoreServer::start(const std::string& host_port, const std::string& job_token,
-                          std::unique_ptr<StoreServer>* out) {
+                          std::unique_ptr<StoreServer>* out, const StoreLimits& limits) {
   HostPort address;
   Status st = parse_host_port(host_port, &address);
   if (!st.ok()) return st;
-  auto server = std::make_unique<TcpStoreServer>(job_token, host_port);
+  auto server = std::make_unique<TcpStoreServer>(job_token, host_port, limits);
   st = server->open(address);
   if (!st.ok()) return st;
   server->launch();

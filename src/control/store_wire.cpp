@@ -78,7 +78,8 @@ class Reader {
 
 bool is_request_type(std::uint64_t t) {
   return t == static_cast<std::uint8_t>(MsgType::set) || t == static_cast<std::uint8_t>(MsgType::get) ||
-         t == static_cast<std::uint8_t>(MsgType::add) || t == static_cast<std::uint8_t>(MsgType::wait_at_least);
+         t == static_cast<std::uint8_t>(MsgType::add) || t == static_cast<std::uint8_t>(MsgType::wait_at_least) ||
+         t == static_cast<std::uint8_t>(MsgType::diagnose);
 }
 
 Status wrong_type(std::uint64_t got, const char* expected) {

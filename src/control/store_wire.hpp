@@ -34,6 +34,7 @@ enum class MsgType : std::uint8_t {
   add = 4,
   wait_at_least = 5,
   reply = 6,
+  diagnose = 7,  // laid out as get; answered with the server's notes on rejected clients
 };
 
 struct Hello {

@@ -9,6 +9,9 @@
 #include <memory>
 #include <string>
 
+#if SPARCOLL_DRIVER_SHM
+#include "../../drivers/shm/shm_segment.hpp"
+#endif
 #include "control/store.hpp"
 #include "tools/run_child.hpp"
 #include "tools/run_environment.hpp"
@@ -108,6 +111,7 @@ int launch(int argc, char** argv) {
   SupervisorLimits limits;
   limits.timeout_s = options.timeout_s;
   Supervisor supervisor(signals.get(), limits, options.prefix);
+  std::vector<std::int64_t> pids;
   // Aggregators first: they serve the ranks, which find them through the store.
   auto start = [&](const ChildIdentity& who, const std::string& path, const std::vector<std::string>& args) {
     SpawnedChild child;
@@ -116,6 +120,7 @@ int launch(int argc, char** argv) {
       supervisor.fail(who.name() + ": " + st.message(), kExitCannotExecute);
       return false;
     }
+    pids.push_back(child.pid);
     supervisor.add(who, child);
     return true;
   };
@@ -124,7 +129,13 @@ int launch(int argc, char** argv) {
     started = start({ChildIdentity::Kind::aggregator, j}, aggregator_program, {aggregator_program});
   for (int i = 0; started && i < options.ranks; ++i)
     started = start({ChildIdentity::Kind::rank, i}, program, options.command);
-  return supervisor.run();
+  const int exit_code = supervisor.run();
+#if SPARCOLL_DRIVER_SHM
+  // A child killed while setting up shm leaves its segment's name in /dev/shm; every child is
+  // gone now, so whatever names of theirs are left can go too.
+  transport::shm::remove_segments_of(pids);
+#endif
+  return exit_code;
 }
 
 }  // namespace

@@ -89,8 +89,8 @@ TEST(ConfigValidate, NumericRanges) {
       {[](Options& o) { o.block_elems = 0; }, "block_elems=0 (SPARCOLL_BLOCK_ELEMS) must be between 1 and 1048576"},
       {[](Options& o) { o.block_elems = (1u << 20) + 1; },
        "block_elems=1048577 (SPARCOLL_BLOCK_ELEMS) must be between 1 and 1048576"},
-      {[](Options& o) { o.lanes = 0; }, "lanes=0 (SPARCOLL_LANES) must be between 1 and 65536"},
-      {[](Options& o) { o.lanes = 65537; }, "lanes=65537 (SPARCOLL_LANES) must be between 1 and 65536"},
+      {[](Options& o) { o.lanes = 0; }, "lanes=0 (SPARCOLL_LANES) must be between 1 and 4096"},
+      {[](Options& o) { o.lanes = 4097; }, "lanes=4097 (SPARCOLL_LANES) must be between 1 and 4096"},
       {[](Options& o) { o.fusion = 256; }, "fusion=256 (SPARCOLL_FUSION) must be between 1 and 255"},
       {[](Options& o) { o.threads = 0; }, "threads=0 (SPARCOLL_THREADS) must be between 1 and 64"},
       {[](Options& o) { o.threads = 65; }, "threads=65 (SPARCOLL_THREADS) must be between 1 and 64"},
@@ -143,7 +143,7 @@ TEST(ConfigValidate, Enumerations) {
   o.algo = "rings";
   EXPECT_EQ(problem(o),
             "algo='rings' (SPARCOLL_ALGO) must be one of block_sparse, auto, ring, butterfly, ssar_recursive_doubling, "
-            "ssar_split_allgather, dsar_split_allgather");
+            "ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid");
   o = valid_single_process();
   o.log_level = "loud";
   EXPECT_EQ(problem(o), "log_level='loud' (SPARCOLL_LOG_LEVEL) must be one of error, warn, info, debug");
@@ -181,7 +181,7 @@ TEST(ConfigValidate, EveryProblemIsReportedAtOnce) {
   o.lanes = 0;
   o.fusion = 0;
   EXPECT_EQ(problem(o),
-            "lanes=0 (SPARCOLL_LANES) must be between 1 and 65536; fusion=0 (SPARCOLL_FUSION) must be between 1 "
+            "lanes=0 (SPARCOLL_LANES) must be between 1 and 4096; fusion=0 (SPARCOLL_FUSION) must be between 1 "
             "and 255");
 }
 

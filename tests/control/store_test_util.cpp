@@ -7,9 +7,9 @@
 
 namespace sparcoll::control::test {
 
-std::unique_ptr<StoreServer> start_server() {
+std::unique_ptr<StoreServer> start_server(const StoreLimits& limits) {
   std::unique_ptr<StoreServer> server;
-  Status st = StoreServer::start("127.0.0.1:0", kToken, &server);
+  Status st = StoreServer::start("127.0.0.1:0", kToken, &server, limits);
   EXPECT_TRUE(st.ok()) << st.to_string();
   return server;
 }

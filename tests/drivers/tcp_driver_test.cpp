@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../../drivers/tcp/tcp_channel.hpp"
 #include "../../drivers/tcp/tcp_send_queue.hpp"
 #include "../../drivers/tcp/tcp_wire.hpp"
 #include "driver_cluster.hpp"
@@ -112,17 +114,57 @@ TEST(DriverTcp, EveryConnectionHasNagleOff) {
   EXPECT_GE(checked, 12);
 }
 
-TEST(DriverTcp, WrongJobTokenFailsBothSides) {
-  DriverCluster cluster(tcp_config());
+// A wrong token at a data port is a stranger (or a process of another job): the listener
+// closes that connection, tells it why and carries on, so one packet cannot end a job's setup.
+// The side that connected hears the rejection and fails at once; the listener, still waiting
+// for its peer, says in its timeout which connection presented a wrong token.
+TEST(DriverTcp, WrongJobTokenClosesThatConnectionAndTheTimeoutSaysWhy) {
+  ClusterConfig config = tcp_config();
+  config.deadline_ms = 1500;
+  DriverCluster cluster(config);
   cluster.options(1).job_token = "some-other-job";
   ASSERT_TRUE(cluster.start_store().ok());
   const std::vector<Status> results = cluster.create();
-  for (std::uint32_t i = 0; i < 2; ++i) {
-    EXPECT_EQ(results[i].code(), ErrorCode::auth_failure) << "rank " << i << ": " << results[i].to_string();
-    EXPECT_NE(results[i].message().find("job token"), std::string::npos) << results[i].message();
-  }
+  // Rank 0 connects to rank 1 with the job's token, which rank 1 (holding another) rejects.
+  EXPECT_EQ(results[0].code(), ErrorCode::auth_failure) << results[0].to_string();
   EXPECT_NE(results[0].message().find("rank 1"), std::string::npos) << results[0].message();
-  EXPECT_NE(results[1].message().find("rank 0"), std::string::npos) << results[1].message();
+  EXPECT_NE(results[0].message().find("job token"), std::string::npos) << results[0].message();
+  EXPECT_EQ(results[1].code(), ErrorCode::timeout) << results[1].to_string();
+  EXPECT_NE(results[1].message().find("claiming to be rank 0 on channel 0 presented a wrong job token"),
+            std::string::npos)
+      << results[1].message();
+}
+
+// Strangers at the listener during setup: a flood of connections that never say hello, and a
+// wrong-token hello. The real peer still connects and setup succeeds.
+TEST(DriverTcp, StrangersAtTheListenerDoNotStopSetup) {
+  DriverCluster cluster(tcp_config());
+  ASSERT_TRUE(cluster.start_store().ok());
+  std::vector<Status> rank1;
+  std::thread acceptor([&] { rank1 = cluster.create({1}); });
+  std::vector<int> flood;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = connect_to_rank1(cluster);
+    ASSERT_GE(fd, 0);
+    flood.push_back(fd);
+  }
+  const int intruder = connect_to_rank1(cluster);
+  ASSERT_GE(intruder, 0);
+  transport::tcp::HandshakeHeader hello;
+  hello.process = 0;
+  const std::string bytes = transport::tcp::encode_handshake(hello, "not-the-token");
+  ASSERT_EQ(send(intruder, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  EXPECT_TRUE(closed_by_peer(intruder));
+  const std::vector<Status> rank0 = cluster.create({0});
+  acceptor.join();
+  EXPECT_TRUE(rank0[0].ok()) << rank0[0].to_string();
+  EXPECT_TRUE(rank1[0].ok()) << rank1[0].to_string();
+  // When setup ends, no stranger's connection is left open (the listener's state goes with it).
+  int closed = 0;
+  for (const int fd : flood) closed += closed_by_peer(fd) ? 1 : 0;
+  EXPECT_EQ(closed, 100);
+  for (const int fd : flood) close(fd);
+  close(intruder);
 }
 
 TEST(DriverTcp, GarbageHellosAreDroppedAndSetupCarriesOn) {
@@ -209,6 +251,39 @@ TEST(DriverTcp, OversizedFrameIsAProtocolErrorNamingThePeer) {
   EXPECT_EQ(channel.error().code(), ErrorCode::protocol_error) << channel.error().to_string();
   EXPECT_NE(channel.error().message().find("rank 0"), std::string::npos) << channel.error().message();
   EXPECT_NE(channel.error().message().find("4097"), std::string::npos) << channel.error().message();
+}
+
+// Found by tests/fuzz/fuzz_tcp_wire (corpus: crash-frames-before-corrupt-frame): a corrupt
+// frame failed the poll that read it, and the good frames before it in the same read, already
+// handed out, were lost with it.
+TEST(DriverTcp, FramesBeforeACorruptFrameAreDelivered) {
+  for (const transport::tcp::FrameHeader bad : {transport::tcp::FrameHeader{0, 1}, transport::tcp::FrameHeader{2000, 0}}) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    std::string stream;
+    for (const std::string payload : {"first", "second message"}) {
+      const transport::tcp::FrameHeader h{static_cast<std::uint32_t>(payload.size()), 0};
+      stream.append(reinterpret_cast<const char*>(&h), sizeof h);
+      stream += payload;
+      stream.resize(stream.size() + (8 - payload.size() % 8) % 8, '\0');
+    }
+    stream.append(reinterpret_cast<const char*>(&bad), sizeof bad);
+    ASSERT_EQ(write(fds[1], stream.data(), stream.size()), static_cast<ssize_t>(stream.size()));
+    std::vector<transport::tcp::PeerConnection> peers(1);
+    peers[0].index = 1;
+    peers[0].label = "rank 1";
+    peers[0].fd = fds[0];
+    std::unique_ptr<transport::tcp::TcpChannel> channel;
+    ASSERT_TRUE(transport::tcp::TcpChannel::create(0, 1024, 2, std::move(peers), &channel).ok());
+    ReceivedMessage got[4];
+    ASSERT_EQ(channel->poll(got, 4), 2) << channel->error().to_string();
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(got[0].data), got[0].size), "first");
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(got[1].data), got[1].size), "second message");
+    EXPECT_EQ(channel->poll(got, 4), -1);
+    EXPECT_EQ(channel->error().code(), ErrorCode::protocol_error) << channel->error().to_string();
+    EXPECT_NE(channel->error().message().find("rank 1"), std::string::npos) << channel->error().message();
+    close(fds[1]);
+  }
 }
 
 // An empty message's iovec may have a null base (the conformance suite sends one): pushing it

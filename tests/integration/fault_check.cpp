@@ -7,9 +7,11 @@
 // Scenarios starting with ring_, allgather_, reduce_scatter_, broadcast_ and p2p_ exercise the
 // collective thread (peer-to-peer collectives) rather than block-sparse aggregation.
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -100,9 +102,37 @@ void fork_victim(int rank) {
 
 // For the count mismatch of broadcast, only the ranks that receive from a rank with another
 // count can see it: the others may finish the broadcast correctly.
+// The culprit of killed_in_shm_setup: a thread that SIGKILLs the process as soon as its own
+// shm segment's name appears in /dev/shm (inotify tells it within microseconds, before the few
+// store round trips the rest of the setup takes), so nothing of its own can remove the name.
+void kill_when_own_segment_appears() {
+  const int watch = inotify_init1(IN_CLOEXEC);
+  if (watch < 0 || inotify_add_watch(watch, "/dev/shm", IN_CREATE) < 0) {
+    std::printf("fault: cannot watch /dev/shm: %s\n", std::strerror(errno));
+    std::exit(1);
+  }
+  char mine_text[32];
+  std::snprintf(mine_text, sizeof mine_text, "-%d-", static_cast<int>(getpid()));
+  const std::string mine = mine_text;
+  std::thread([watch, mine] {
+    alignas(inotify_event) char events[4096];
+    for (;;) {
+      const ssize_t n = read(watch, events, sizeof events);
+      for (ssize_t at = 0; at < n;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(events + at);
+        const std::string name = event->len ? event->name : "";
+        if (name.rfind("sparcoll-", 0) == 0 && name.find(mine) != std::string::npos) raise(SIGKILL);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      }
+    }
+  }).detach();
+}
+
 bool may_succeed(const std::string& scenario, bool culprit) {
   return (scenario == "broadcast_count_mismatch" || scenario == "broadcast_bad_root") && !culprit;
 }
+
+
 
 }  // namespace
 
@@ -116,7 +146,12 @@ int main(int argc, char** argv) {
   const bool culprit = rank == 1;
 
   // Scenarios that break the setup itself.
-  if (scenario == "wrong_token" && culprit) setenv("SPARCOLL_JOB_TOKEN", "not-the-job-token", 1);
+  if (scenario == "wrong_token") {
+    // The store turns the culprit away and nobody else: the others wait for it until the
+    // connect timeout, and their error carries the store's note on the rejected hello.
+    if (culprit) setenv("SPARCOLL_JOB_TOKEN", "not-the-job-token", 1);
+    setenv("SPARCOLL_CONNECT_TIMEOUT_MS", "2000", 1);
+  }
   if (scenario == "unreachable_store") {
     setenv("SPARCOLL_STORE", "127.0.0.1:1", 1);
     setenv("SPARCOLL_STORE_SERVER", "external", 1);
@@ -127,25 +162,61 @@ int main(int argc, char** argv) {
   if (scenario == "config_mismatch" && culprit) setenv("SPARCOLL_LANES", "32", 1);
   if (scenario == "unknown_variable") setenv("SPARCOLL_LANE", "8", 1);
   if (scenario == "ring_die" && culprit) fork_victim(rank);
+  if (scenario == "killed_in_shm_setup") {
+    // Every rank says its pid, so the test can look for segments of this job left in /dev/shm.
+    std::printf("fault: rank %d: pid %d\n", rank, static_cast<int>(getpid()));
+    std::fflush(stdout);
+    setenv("SPARCOLL_CONNECT_TIMEOUT_MS", "3000", 1);
+    if (culprit) kill_when_own_segment_appears();
+  }
 
   std::unique_ptr<sparcoll::Communicator> comm;
   try {
     comm = std::make_unique<sparcoll::Communicator>(sparcoll::Communicator::from_env());
   } catch (const sparcoll::Error& e) {
-    if (scenario == "wrong_token") return report(rank, e, ErrorCode::auth_failure, culprit ? "job token" : "rank 1");
+    if (scenario == "wrong_token") {
+      if (culprit) return report(rank, e, ErrorCode::auth_failure, "job token");
+      if (std::string(e.what()).find("claiming to be 'rank 1' presented a wrong job token") == std::string::npos) {
+        std::printf("fault: rank %d: the timeout does not carry the store's note: %s\n", rank, e.what());
+        return 1;
+      }
+      return report(rank, e, ErrorCode::timeout, "rank 1 did not join");
+    }
     if (scenario == "unreachable_store") return report(rank, e, ErrorCode::timeout, "127.0.0.1:1");
     if (scenario == "bad_option") return report(rank, e, ErrorCode::invalid_argument, "SPARCOLL_LANES");
     if (scenario == "bad_range") return report(rank, e, ErrorCode::invalid_argument, "SPARCOLL_FUSION");
     if (scenario == "config_mismatch") return report(rank, e, ErrorCode::mismatch, "SPARCOLL_LANES");
+    if (scenario == "killed_in_shm_setup") {
+      // The shm setup waits for the dead rank until its deadline.
+      return report(rank, e, e.code() == ErrorCode::peer_failure ? ErrorCode::peer_failure : ErrorCode::timeout,
+                    "rank 1");
+    }
     std::printf("fault: rank %d: unexpected setup failure: %s\n", rank, e.what());
     return 1;
   }
   if (scenario == "wrong_token" || scenario == "unreachable_store" || scenario == "bad_option" ||
-      scenario == "bad_range" || scenario == "config_mismatch") {
+      scenario == "bad_range" || scenario == "config_mismatch" || scenario == "killed_in_shm_setup") {
     std::printf("fault: rank %d: setup unexpectedly succeeded\n", rank);
     return 1;
   }
   if (scenario == "unknown_variable") return check_still_works(*comm);
+  if (scenario == "exit_after_op") {
+    // The culprit leaves the job without leaving its communicator, right after a collective
+    // that succeeded: the others' teardown must see it gone, not wait for it (it waited the
+    // whole connect timeout, 30 s).
+    std::vector<float> v(4096, 1.0f);
+    comm->allreduce(v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum);
+    if (culprit) {
+      std::printf("fault: rank %d: exits without leaving\n", rank);
+      std::fflush(stdout);
+      _exit(0);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    comm.reset();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("fault: rank %d: left after %.2f s\n", rank, s);
+    return s < 3.0 ? 0 : 1;
+  }
 
   std::vector<float> data(4096, 1.0f);
   try {
@@ -155,6 +226,10 @@ int main(int argc, char** argv) {
       comm->allreduce(data.data(), data.data(), 1000, culprit ? DataType::f16 : DataType::f32, ReduceOp::sum);
     } else if (scenario == "op_mismatch") {
       comm->allreduce(data.data(), data.data(), 1000, DataType::f32, culprit ? ReduceOp::max : ReduceOp::sum);
+    } else if (scenario == "out_of_memory") {
+      // A count whose block bitmap alone (2^48 blocks) cannot be allocated on the culprit: its
+      // peers once waited for it until their deadline.
+      comm->allreduce(data.data(), data.data(), culprit ? std::size_t{1} << 56 : 4000, DataType::f32, ReduceOp::sum);
     } else if (scenario == "null_buffer") {
       comm->allreduce(culprit ? nullptr : data.data(), data.data(), 1000, DataType::f32, ReduceOp::sum);
     } else if (scenario == "misaligned") {
@@ -197,6 +272,19 @@ int main(int argc, char** argv) {
       comm->broadcast(data.data(), culprit ? 4001 : 4000, DataType::f32, 0);
     } else if (scenario == "broadcast_bad_root") {
       comm->broadcast(data.data(), 1000, DataType::f32, culprit ? comm->size() : 0);
+    } else if (scenario == "broadcast_root_disagree") {
+      // Both roots are valid ranks: only comparing them across ranks can catch it (every rank
+      // once returned success, with different data).
+      comm->broadcast(data.data(), 1000, DataType::f32, culprit ? 1 : 0);
+    } else if (scenario == "broadcast_skipped") {
+      // The culprit never calls it: no rank may return success for a broadcast that did not
+      // reach every rank.
+      if (culprit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+        std::printf("fault: rank %d: never called the broadcast\n", rank);
+        return 0;
+      }
+      comm->broadcast(data.data(), 1000, DataType::f32, 0);
     } else if (scenario == "p2p_null_buffer") {
       std::vector<float> all(std::size_t{1000} * static_cast<std::size_t>(comm->size()));
       comm->allgather(culprit ? nullptr : data.data(), all.data(), 1000, DataType::f32);
@@ -257,6 +345,7 @@ int main(int argc, char** argv) {
     if (scenario == "count_mismatch") rc = report(rank, e, ErrorCode::mismatch, "4001");
     else if (scenario == "dtype_mismatch") rc = report(rank, e, ErrorCode::mismatch, "f16");
     else if (scenario == "op_mismatch") rc = report(rank, e, ErrorCode::mismatch, "max");
+    else if (scenario == "out_of_memory") rc = report(rank, e, ErrorCode::no_resource, "out of memory");
     else if (scenario == "null_buffer") rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "sendbuf is null" : "rank 1");
     else if (scenario == "misaligned") rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "not aligned" : "rank 1");
     else if (scenario == "ring_count_mismatch" || scenario == "allgather_count_mismatch" ||
@@ -264,6 +353,12 @@ int main(int argc, char** argv) {
       rc = report(rank, e, ErrorCode::mismatch, "differ across ranks");
     else if (scenario == "broadcast_bad_root")
       rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "root 3 is not a rank" : "rank 1");
+    else if (scenario == "broadcast_root_disagree")
+      rc = report(rank, e, ErrorCode::mismatch, "disagree");
+    else if (scenario == "broadcast_skipped")
+      // The root waits for rank 1's data to come back as an acknowledgement and names it; rank 2
+      // waits for the root's commit and names the root (or hears of its failure first).
+      return report(rank, e, ErrorCode::timeout, rank == 0 ? "rank 1" : "rank 0");
     else if (scenario == "p2p_null_buffer")
       rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "sendbuf is null" : "rank 1");
     else if (scenario == "ring_hang") {

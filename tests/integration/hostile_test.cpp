@@ -1,0 +1,92 @@
+// Hostile peers against a real running job: a stranger without the job token attacks every TCP
+// port the job listens on (the store, the tcp data ports while they set up) for as long as the
+// job runs, with garbage, a 4 GiB length prefix, half frames, a slowloris, a flood of silent
+// connections, wrong and empty tokens and forged identities (hostile_peer.cpp). The job must
+// finish on time, with every element exact (docs/security.md). The tcp data ports listen only
+// for the milliseconds of setup, so here the store takes nearly every attack; the listeners are
+// attacked in-process in the middle of their setup by tests/drivers/tcp_driver_test.cpp.
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../control/store_test_util.hpp"
+#include "launch_util.hpp"
+
+namespace {
+
+using sparcoll::control::test::unused_port;
+using sparcoll::testing::build_path;
+using sparcoll::testing::LaunchResult;
+using sparcoll::testing::Launcher;
+
+// sparcoll-perf's result rows ("  sparcoll block_sparse ... #wrong"): every one must end in 0.
+void expect_exact_rows(const std::string& out) {
+  std::istringstream lines(out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" sparcoll ") == std::string::npos || line.find('#') != std::string::npos) continue;
+    ++rows;
+    EXPECT_EQ(line.substr(line.find_last_not_of(' ')), "0") << "wrong elements: " << line;
+  }
+  EXPECT_GT(rows, 0) << "no result row:\n" << out;
+}
+
+// The attacker's count ("hostile: N attacks on P ports"), or -1.
+long attacks(const std::string& out) {
+  const std::size_t at = out.find("hostile: ");
+  return at == std::string::npos ? -1 : std::strtol(out.c_str() + at + 9, nullptr, 10);
+}
+
+std::vector<std::string> perf_args(const char* iters) {
+  return {build_path("perf/sparcoll-perf"), "--elements", "65536", "--density", "0.1", "--iters", iters,
+          "--warmup", "2", "--check"};
+}
+
+// The reproduction: one wrong-token hello to the launcher's store ended this job
+// ("aggregator 0 exited with code 1"), 4 times in 4.
+TEST(Hostile, AJobUnderAttackWithADedicatedAggregatorFinishesExact) {
+  std::vector<std::string> args = {"-n", "2", "--aggregators", "1", "--transport", "tcp", "--timeout", "120", "--"};
+  for (const std::string& a : perf_args("20000")) args.push_back(a);
+  Launcher job(args, {}, std::chrono::seconds(150));
+  Launcher attacker({build_path("tests/integration/sparcoll-hostile-peer"), std::to_string(job.pid())}, {},
+                    std::chrono::seconds(160), true);
+  const LaunchResult r = job.finish();
+  const LaunchResult a = attacker.finish();
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  expect_exact_rows(r.out);
+  EXPECT_GE(attacks(a.out), 100) << "too few attacks to mean anything: " << a.out << a.err;
+  // Rate-limited: the job's log is not a stranger's megaphone.
+  EXPECT_LT(std::count(r.err.begin(), r.err.end(), '\n'), 40) << r.err.substr(0, 4000);
+}
+
+// Rank 0 hosts the store in the training process itself (torchrun, mpirun, plain variables).
+TEST(Hostile, AJobWhoseRank0HostsTheStoreFinishesExactUnderAttack) {
+  for (const char* transport : {"shm", "tcp"}) {
+    const std::string store = "127.0.0.1:" + std::to_string(unused_port());
+    std::vector<std::unique_ptr<Launcher>> owned;
+    for (int rank = 0; rank < 2; ++rank) {
+      owned.push_back(std::make_unique<Launcher>(
+          perf_args("20000"),
+          std::vector<std::string>{"SPARCOLL_RANK=" + std::to_string(rank), "SPARCOLL_WORLD_SIZE=2",
+                                   "SPARCOLL_STORE=" + store, "SPARCOLL_JOB_TOKEN=a-secret-the-attacker-lacks",
+                                   std::string("SPARCOLL_TRANSPORT=") + transport},
+          std::chrono::seconds(150), true));
+    }
+    Launcher attacker({build_path("tests/integration/sparcoll-hostile-peer"), std::to_string(owned[0]->pid())}, {},
+                      std::chrono::seconds(160), true);
+    for (auto& rank : owned) {
+      const LaunchResult r = rank->finish();
+      EXPECT_EQ(r.exit_code, 0) << transport << ":\n" << r.out << r.err;
+      if (&rank == &owned[0]) expect_exact_rows(r.out);
+    }
+    const LaunchResult a = attacker.finish();
+    EXPECT_GE(attacks(a.out), 100) << transport << ": too few attacks to mean anything: " << a.out << a.err;
+  }
+}
+
+}  // namespace
