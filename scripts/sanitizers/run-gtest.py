@@ -17,13 +17,16 @@ to LOG; the terminal gets one line per run, each failure with its first lines, a
 Exits 1 if anything failed.
 """
 import argparse
+import errno
 import json
 import os
+import pty
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 
 # First lines of a report, per sanitizer (tests/integration/sanitizer_report.hpp has the same).
@@ -66,11 +69,21 @@ class Run:
 
 
 def run_once(cmd, log, timeout, env):
-    """Runs cmd with its output in log; returns (Run, exit status, wrote the JSON report, timed out)."""
+    """Runs cmd with its output in log; returns (Run, exit status, timed out).
+
+    The binary writes to a pseudo-terminal, not a pipe: its stdout is then line-buffered like its
+    unbuffered stderr, so a sanitizer report (stderr) comes after the "[ RUN ]" line of the test
+    it happened in. Through a pipe GoogleTest's lines lag in stdio's buffer and a report would be
+    put on an earlier test."""
     run = Run()
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
-                            errors="replace", bufsize=1, start_new_session=True)
+    master, slave = pty.openpty()
+    attrs = termios.tcgetattr(slave)
+    attrs[1] &= ~termios.ONLCR  # "\n" stays "\n"
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env,
+                            start_new_session=True)
+    os.close(slave)
     timed_out = False
 
     def on_alarm(*_):
@@ -80,12 +93,30 @@ def run_once(cmd, log, timeout, env):
 
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(max(1, int(timeout)))
+    pending = b""
     try:
-        for line in proc.stdout:
-            log.write(line)
-            run.feed(line.rstrip("\n"))
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError as e:  # EIO: every holder of the terminal (ranks too) has closed it
+                if e.errno == errno.EIO:
+                    break
+                raise
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                line = raw.decode(errors="replace")
+                log.write(line + "\n")
+                run.feed(line)
+        if pending:
+            line = pending.decode(errors="replace")
+            log.write(line + "\n")
+            run.feed(line)
     finally:
         signal.alarm(0)
+        os.close(master)
     status = proc.wait()
     log.write(f"run-gtest: exit status {status} after {time.monotonic() - start:.0f} s\n")
     log.flush()
@@ -142,7 +173,7 @@ def main():
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    gtest_filter = ""
+    gtest_filter = "*"
     rest = []
     for a in command[1:]:
         if a.startswith("--gtest_filter="):
@@ -157,7 +188,7 @@ def main():
         done = set()
         for attempt in range(args.restarts + 1):
             json_path = os.path.join(tmp, f"run{attempt}.json")
-            cmd = [command[0], *rest, f"--gtest_filter={with_exclusions(gtest_filter, done)}",
+            cmd = [command[0], *rest, "--gtest_color=no", f"--gtest_filter={with_exclusions(gtest_filter, done)}",
                    f"--gtest_output=json:{json_path}"]
             log.write(f"run-gtest: {' '.join(cmd)}\n")
             log.flush()
@@ -200,7 +231,7 @@ def main():
     write_report(args.report, results)
 
     failed = {n: t for n, (o, t) in results.items() if o == "failed"}
-    passed = sum(1 for o, _ in results.values() if o == "passed")
+    passed = sum(1 for n, (o, _) in results.items() if o == "passed" and n != exit_name)
     for name, text in sorted(failed.items()):
         print(f"sanitize: {args.label}: failed: {name}")
         for line in text.splitlines()[:REPORT_LINES]:
