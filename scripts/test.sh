@@ -24,7 +24,7 @@ echo "test: step 3/7: checking that the install step provides everything the bui
 scripts/check-deps build
 
 rm -f build/gtest-report.json build/gtest-algo-report.json build/gtest-rdma-report.json
-sanitizer_reports=(build-asan/gtest-unit-report.json build-asan/gtest-algo-report.json build-tsan/gtest-unit-report.json)
+sanitizer_reports=(build-asan/gtest-unit-report.json build-asan/gtest-algo-report.json build-tsan/gtest-thread-report.json)
 rm -f "${sanitizer_reports[@]}"
 status=0
 run_live "test: step 4/7: host suites (meson test; about 5 minutes on 2 cores)" build/test-host.log \
