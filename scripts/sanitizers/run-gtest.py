@@ -110,6 +110,7 @@ def run_once(cmd, log, timeout, env):
                 line = raw.decode(errors="replace")
                 log.write(line + "\n")
                 run.feed(line)
+            log.flush()  # the log shows where a slow or stuck binary is
         if pending:
             line = pending.decode(errors="replace")
             log.write(line + "\n")
