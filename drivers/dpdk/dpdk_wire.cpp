@@ -218,11 +218,25 @@ std::string mac_text(const MacAddr& mac) {
 }
 
 bool parse_mac(const std::string& text, MacAddr* out) {
-  unsigned b[6];
-  char tail;
-  if (std::sscanf(text.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &tail) != 6)
-    return false;
-  for (int i = 0; i < 6; ++i) out->bytes[i] = static_cast<std::uint8_t>(b[i]);
+  // By hand: sscanf("%2x") also took signs ("-1" as ff), leading blanks, and stopped at a NUL,
+  // and this text comes from peers (their published address).
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  MacAddr mac;
+  std::size_t at = 0;
+  for (int group = 0; group < 6; ++group) {
+    if (group > 0 && (at >= text.size() || text[at++] != ':')) return false;
+    int value = 0, digits = 0;
+    for (; digits < 2 && at < text.size() && hex(text[at]) >= 0; ++digits) value = value * 16 + hex(text[at++]);
+    if (digits == 0) return false;
+    mac.bytes[group] = static_cast<std::uint8_t>(value);
+  }
+  if (at != text.size()) return false;
+  *out = mac;
   return true;
 }
 
@@ -233,7 +247,8 @@ std::string ip_text(std::uint32_t ip) {
 
 bool parse_ipv4(const std::string& text, std::uint32_t* out) {
   in_addr addr{};
-  if (inet_pton(AF_INET, text.c_str(), &addr) != 1) return false;
+  // inet_pton reads a C string: what follows a NUL would be ignored, not refused.
+  if (text.find('\0') != std::string::npos || inet_pton(AF_INET, text.c_str(), &addr) != 1) return false;
   *out = ntohl(addr.s_addr);
   return true;
 }

@@ -142,10 +142,11 @@ struct RxExpect {
 Verdict parse_frame(const std::uint8_t* frame, std::size_t len, const RxExpect& expect, bool ip_checksum_good,
                     bool udp_checksum_good, FrameHeader* out);
 
-// "02:53:43:00:00:01"
+// "02:53:43:00:00:01"; parse_mac takes six groups of one or two hex digits separated by ':'
+// and nothing else (the text may come from a peer).
 std::string mac_text(const MacAddr& mac);
 bool parse_mac(const std::string& text, MacAddr* out);
-// "10.0.0.2"
+// "10.0.0.2"; parse_ipv4 takes exactly a dotted quad (inet_pton), nothing after it.
 std::string ip_text(std::uint32_t ip);
 bool parse_ipv4(const std::string& text, std::uint32_t* out);
 

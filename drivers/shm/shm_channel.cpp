@@ -7,8 +7,8 @@
 namespace sparcoll::transport::shm {
 
 ShmChannel::ShmChannel(std::uint32_t index, std::uint32_t max_message, std::size_t process_count,
-                       std::vector<PeerLink> peers)
-    : index_(index), max_message_(max_message), slot_of_(process_count, -1) {
+                       std::vector<PeerLink> peers, bool reads_peer_memory)
+    : index_(index), max_message_(max_message), slot_of_(process_count, -1), reads_peer_memory_(reads_peer_memory) {
   peers_.reserve(peers.size());
   for (PeerLink& link : peers) {
     slot_of_[link.index] = static_cast<std::int32_t>(peers_.size());
@@ -58,7 +58,8 @@ int ShmChannel::poll(ReceivedMessage* out, int max) {
       if (next == RingReader::Next::corrupt) {
         error_ = Status(ErrorCode::protocol_error, "corrupt record in the shm ring from " + peer.label + " on channel " +
                                                        std::to_string(index_));
-        return -1;
+        // The messages before it are handed out; the error shows at the next poll.
+        return n > 0 ? n : -1;
       }
       out[n++] = ReceivedMessage{peer.index, data, len};
     }

@@ -26,11 +26,14 @@ struct PeerLink {
   const std::atomic<std::uint32_t>* closed = nullptr;  // the peer's closed flag
   int pidfd = -1;                                   // -1: not watched by pidfd
   std::int64_t kill_pid = 0;                        // > 0: watched with kill(pid, 0) instead
+  std::int64_t pid = 0;                             // for read_peer_memory
 };
 
 class ShmChannel final : public Channel {
  public:
-  ShmChannel(std::uint32_t index, std::uint32_t max_message, std::size_t process_count, std::vector<PeerLink> peers);
+  // reads_peer_memory: every process of the job passed the driver's setup check (shm_driver.cpp).
+  ShmChannel(std::uint32_t index, std::uint32_t max_message, std::size_t process_count, std::vector<PeerLink> peers,
+             bool reads_peer_memory = false);
 
   std::uint32_t max_message() const override { return max_message_; }
   SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) override;
@@ -38,6 +41,8 @@ class ShmChannel final : public Channel {
   // A message is in the peer's ring the moment send() returns ok.
   bool flushed() override { return true; }
   const Status& error() const override { return error_; }
+  bool reads_peer_memory() const override { return reads_peer_memory_; }
+  Status read_peer_memory(std::uint32_t peer, std::uint64_t remote, void* local, std::size_t bytes) override;
 
  private:
   struct Peer : PeerLink {
@@ -59,6 +64,7 @@ class ShmChannel final : public Channel {
   bool any_gone_ = false;
   std::size_t next_first_ = 0;          // round-robin start, so no peer starves the others
   LivenessClock liveness_clock_;
+  bool reads_peer_memory_ = false;
   Status error_;
 };
 

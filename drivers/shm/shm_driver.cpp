@@ -20,6 +20,7 @@
 
 #include "shm_channel.hpp"
 #include "shm_liveness.hpp"
+#include "shm_peer_memory.hpp"
 #include "shm_segment.hpp"
 #include "transport/driver.hpp"
 #include "transport/driver_factories.hpp"
@@ -57,6 +58,7 @@ class ShmDriver final : public Driver {
   std::vector<Segment> peer_segments_;  // by position in ctx.peers
   std::vector<std::string> peer_names_;  // their names, once every peer published one
   PeerProcesses processes_;
+  bool reads_peer_memory_ = false;  // every process of the job may read every other's memory
   std::vector<std::unique_ptr<ShmChannel>> channels_;
 };
 
@@ -115,6 +117,11 @@ Status ShmDriver::setup(const DriverContext& ctx) {
     return status;
   }
   own_.unlink();
+  // Our segment header's magic is the probe word every peer tries to read.
+  std::vector<std::int64_t> pids;
+  for (std::uint32_t peer : ctx.peers) pids.push_back(ctx.processes[peer].pid);
+  status = agree_on_peer_reads(ctx, pids, &own_.header()->magic, kSegmentMagic, deadline, &reads_peer_memory_);
+  if (!status.ok()) return status;
   build_channels(ctx);
   return Status::Ok();
 }
@@ -177,9 +184,11 @@ void ShmDriver::build_channels(const DriverContext& ctx) {
       link.closed = &theirs.header()->closed;
       link.pidfd = processes_.pidfd(i);
       link.kill_pid = processes_.use_kill(i) ? processes_.pid(i) : 0;
+      link.pid = ctx.processes[peer].pid;
       links.push_back(std::move(link));
     }
-    channels_.push_back(std::make_unique<ShmChannel>(channel, ctx.max_message, ctx.processes.size(), std::move(links)));
+    channels_.push_back(
+        std::make_unique<ShmChannel>(channel, ctx.max_message, ctx.processes.size(), std::move(links), reads_peer_memory_));
   }
 }
 

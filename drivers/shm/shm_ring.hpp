@@ -49,7 +49,9 @@ class RingWriter {
   RingWriter() = default;
   RingWriter(RingControl* control, std::byte* data, std::uint64_t capacity);
 
-  // Copies the gathered message into the ring. False (nothing written) when it does not fit.
+  // Copies the gathered message into the ring. False (nothing written) when it does not fit,
+  // or when the counters are corrupt: the consumer's head not within one ring behind our tail,
+  // or a tail that was not 8-byte aligned when we attached.
   bool try_write(const struct iovec* iov, int iovcnt, std::uint32_t len);
 
  private:
@@ -77,6 +79,8 @@ class RingReader {
       released_ = head_;
     }
   }
+  // Bytes handed out so far, wrap records included: the head release() publishes next.
+  std::uint64_t position() const { return head_; }
   // True when the producer has published nothing we have not handed out (reloads tail).
   bool drained() {
     tail_cache_ = control_->tail.load(std::memory_order_acquire);

@@ -21,15 +21,7 @@
 namespace sparcoll::transport::shm {
 namespace {
 
-constexpr std::uint64_t align64(std::uint64_t n) { return (n + 63) & ~std::uint64_t{63}; }
-
-std::uint64_t table_offset() { return align64(sizeof(SegmentHeader)); }
-std::uint64_t first_ring_offset(std::uint64_t ring_count) {
-  return align64(table_offset() + ring_count * sizeof(RingEntry));
-}
-std::uint64_t ring_stride(std::uint64_t ring_bytes) { return sizeof(RingControl) + ring_bytes; }
-
-RingEntry* table(std::byte* base) { return reinterpret_cast<RingEntry*>(base + table_offset()); }
+RingEntry* table(std::byte* base) { return reinterpret_cast<RingEntry*>(base + segment_table_offset()); }
 
 Status map_fd(int fd, std::uint64_t size, const std::string& name, std::byte** out) {
   void* addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -47,6 +39,7 @@ Segment& Segment::operator=(Segment&& other) noexcept {
     reset();
     base_ = other.base_;
     size_ = other.size_;
+    layout_ = std::move(other.layout_);
     name_ = std::move(other.name_);
     linked_ = other.linked_;
     other.base_ = nullptr;
@@ -74,7 +67,7 @@ void Segment::unlink() {
 
 Status Segment::create(const std::string& name, std::uint32_t owner_index, std::uint32_t max_message,
                        std::uint64_t ring_bytes, const std::vector<RingKey>& rings, Segment* out) {
-  const std::uint64_t size = first_ring_offset(rings.size()) + rings.size() * ring_stride(ring_bytes);
+  const std::uint64_t size = segment_first_ring_offset(rings.size()) + rings.size() * segment_ring_stride(ring_bytes);
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0 && errno == EEXIST) {
     // Only a crash between create and unlink leaves a name behind; the pid in the name makes it ours.
@@ -108,9 +101,11 @@ Status Segment::create(const std::string& name, std::uint32_t owner_index, std::
   header->total_bytes = size;
   header->closed.store(0, std::memory_order_relaxed);
   RingEntry* entries = table(segment.base_);
+  segment.layout_.ring_bytes = ring_bytes;
   for (std::size_t i = 0; i < rings.size(); ++i) {
-    const std::uint64_t offset = first_ring_offset(rings.size()) + i * ring_stride(ring_bytes);
+    const std::uint64_t offset = segment_first_ring_offset(rings.size()) + i * segment_ring_stride(ring_bytes);
     entries[i] = RingEntry{rings[i].sender, rings[i].channel, offset};
+    segment.layout_.rings.push_back(entries[i]);
     new (segment.base_ + offset) RingControl{};
   }
   std::atomic_thread_fence(std::memory_order_release);
@@ -132,7 +127,7 @@ Status Segment::open(const std::string& name, std::uint32_t owner_index, const s
   const auto size = static_cast<std::uint64_t>(info.st_size);
   Segment segment;
   segment.name_ = name;
-  if (size < first_ring_offset(0)) {
+  if (size < segment_first_ring_offset(0)) {
     close(fd);
     return Status(ErrorCode::protocol_error, owner + "'s shm segment " + name + " is too small (" + std::to_string(size) +
                                                  " bytes) to hold a header");
@@ -143,38 +138,16 @@ Status Segment::open(const std::string& name, std::uint32_t owner_index, const s
   segment.size_ = size;
 
   std::atomic_thread_fence(std::memory_order_acquire);
-  const SegmentHeader* header = segment.header();
-  auto bad = [&](const std::string& what) {
-    return Status(ErrorCode::protocol_error, owner + "'s shm segment " + name + " is invalid: " + what);
-  };
-  if (header->magic != kSegmentMagic) return bad("bad magic");
-  if (header->version != kSegmentVersion)
-    return Status(ErrorCode::mismatch, owner + "'s shm segment has layout version " + std::to_string(header->version) +
-                                           ", this process expects " + std::to_string(kSegmentVersion));
-  if (header->owner_index != owner_index)
-    return bad("it belongs to process " + std::to_string(header->owner_index) + ", not " + std::to_string(owner_index));
-  const std::uint64_t ring_bytes = header->ring_bytes;
-  if (ring_bytes < 64 || (ring_bytes & (ring_bytes - 1)) != 0 || ring_bytes > (std::uint64_t{1} << 40))
-    return bad("ring size " + std::to_string(ring_bytes) + " is not a sane power of two");
-  if (header->ring_count > (1u << 20)) return bad("ring count " + std::to_string(header->ring_count));
-  const std::uint64_t expected = first_ring_offset(header->ring_count) + header->ring_count * ring_stride(ring_bytes);
-  if (header->total_bytes != expected || size < expected)
-    return bad("size " + std::to_string(size) + " does not match its " + std::to_string(header->ring_count) + " rings");
-  const RingEntry* entries = table(segment.base_);
-  for (std::uint32_t i = 0; i < header->ring_count; ++i) {
-    const std::uint64_t offset = entries[i].offset;
-    if (offset < first_ring_offset(header->ring_count) || offset % 64 != 0 || offset + ring_stride(ring_bytes) > size)
-      return bad("ring " + std::to_string(i) + " lies outside the segment");
-  }
+  status = check_segment(segment.base_, size, owner_index, owner, name, &segment.layout_);
+  if (!status.ok()) return status;
   *out = std::move(segment);
   return Status::Ok();
 }
 
 RingControl* Segment::ring(std::uint32_t sender, std::uint32_t channel) const {
-  const RingEntry* entries = table(base_);
-  for (std::uint32_t i = 0; i < header()->ring_count; ++i) {
-    if (entries[i].sender == sender && entries[i].channel == channel)
-      return reinterpret_cast<RingControl*>(base_ + entries[i].offset);
+  // The checked copy: the owner may have rewritten the table in the mapping since.
+  for (const RingEntry& entry : layout_.rings) {
+    if (entry.sender == sender && entry.channel == channel) return reinterpret_cast<RingControl*>(base_ + entry.offset);
   }
   return nullptr;
 }

@@ -44,6 +44,28 @@ struct RingKey {
   std::uint32_t channel;
 };
 
+// Where things are in a segment: the table after the header, then the rings, each 64-byte aligned.
+constexpr std::uint64_t segment_align64(std::uint64_t n) { return (n + 63) & ~std::uint64_t{63}; }
+constexpr std::uint64_t segment_table_offset() { return segment_align64(sizeof(SegmentHeader)); }
+constexpr std::uint64_t segment_first_ring_offset(std::uint64_t ring_count) {
+  return segment_align64(segment_table_offset() + ring_count * sizeof(RingEntry));
+}
+constexpr std::uint64_t segment_ring_stride(std::uint64_t ring_bytes) { return sizeof(RingControl) + ring_bytes; }
+
+// A segment's ring size and ring table as they were checked. The owner of a peer's segment can
+// rewrite it at any time: a writer uses this copy, never the shared words again.
+struct SegmentLayout {
+  std::uint64_t ring_bytes = 0;
+  std::vector<RingEntry> rings;
+};
+
+// Checks a peer's segment, mapped at `base` with `size` bytes, before anything else reads it:
+// header, ring size and count, every ring of the table inside the mapping. Each shared word is
+// read once; what was checked is copied to *out. `owner` and `name` name the peer and the
+// segment in errors. Pure (no system call), so it can be fuzzed.
+Status check_segment(const std::byte* base, std::uint64_t size, std::uint32_t owner_index, const std::string& owner,
+                     const std::string& name, SegmentLayout* out);
+
 class Segment {
  public:
   Segment() = default;
@@ -67,13 +89,14 @@ class Segment {
   // The ring written by `sender` on `channel`, or nullptr if the segment has none.
   RingControl* ring(std::uint32_t sender, std::uint32_t channel) const;
   std::byte* ring_data(RingControl* control) const { return reinterpret_cast<std::byte*>(control + 1); }
-  std::uint64_t ring_bytes() const { return header()->ring_bytes; }
+  std::uint64_t ring_bytes() const { return layout_.ring_bytes; }
 
  private:
   void reset();  // unlink (if ours) and unmap
 
   std::byte* base_ = nullptr;
   std::uint64_t size_ = 0;
+  SegmentLayout layout_;  // as created, or as checked when opened
   std::string name_;
   bool linked_ = false;  // we created the name and have not removed it yet
 };

@@ -119,12 +119,14 @@ int TcpChannel::poll(ReceivedMessage* out, int max) {
     std::size_t slot = next_first_ + k;
     if (slot >= count) slot -= count;
     Peer& peer = peers_[slot];
+    // After a corrupt frame, the frames before it are still handed out; the error shows at the
+    // next poll (as when a peer closes).
     n = deliver(peer, out, n, max);
-    if (n < 0) return -1;
+    if (!error_.ok()) return n > 0 ? n : -1;
     if (n < max && peer.readable && !peer.closed && peer.read_errno == 0) {
       receive(peer);
       n = deliver(peer, out, n, max);
-      if (n < 0) return -1;
+      if (!error_.ok()) return n > 0 ? n : -1;
     }
   }
   if (++next_first_ >= count) next_first_ = 0;
@@ -211,26 +213,22 @@ void TcpChannel::receive(Peer& peer) {
 
 int TcpChannel::deliver(Peer& peer, ReceivedMessage* out, int n, int max) {
   while (n < max) {
-    const std::size_t available = peer.rx_end - peer.rx_start;
-    if (available < sizeof(FrameHeader)) break;
-    FrameHeader header;
-    std::memcpy(&header, peer.rx.get() + peer.rx_start, sizeof header);
-    const std::uint32_t len = le32toh(header.len);
-    if (header.reserved != 0) {
+    std::uint32_t len = 0;
+    const FrameCheck check = check_frame(peer.rx.get() + peer.rx_start, peer.rx_end - peer.rx_start, max_message_, &len);
+    if (check == FrameCheck::incomplete) break;
+    if (check == FrameCheck::bad_reserved) {
       error_ = Status(ErrorCode::protocol_error, "malformed frame header from " + peer.label + " on tcp channel " +
                                                      std::to_string(index_));
-      return -1;
+      break;
     }
-    if (len > max_message_) {
+    if (check == FrameCheck::too_large) {
       error_ = Status(ErrorCode::protocol_error, peer.label + " sent a frame of " + std::to_string(len) +
                                                      " bytes on tcp channel " + std::to_string(index_) +
                                                      ", above the max message of " + std::to_string(max_message_) + " bytes");
-      return -1;
+      break;
     }
-    const std::size_t bytes = static_cast<std::size_t>(frame_bytes(len));
-    if (available < bytes) break;
     out[n++] = ReceivedMessage{peer.index, peer.rx.get() + peer.rx_start + sizeof(FrameHeader), len};
-    peer.rx_start += bytes;
+    peer.rx_start += static_cast<std::size_t>(frame_bytes(len));
   }
   return n;
 }

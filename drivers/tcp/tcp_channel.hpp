@@ -65,7 +65,8 @@ class TcpChannel final : public Channel {
  private:
   void flush(Peer& peer);                   // sendmsg of queued bytes
   void receive(Peer& peer);                 // one recv into the free end of rx
-  int deliver(Peer& peer, ReceivedMessage* out, int n, int max);  // complete frames -> out
+  // Complete frames -> out[n..max); returns the new n. A corrupt frame stops it and sets error_.
+  int deliver(Peer& peer, ReceivedMessage* out, int n, int max);
   static bool failed(const Peer& peer) {
     return peer.closed || peer.read_errno != 0 || (peer.write_errno != 0 && !peer.readable);
   }

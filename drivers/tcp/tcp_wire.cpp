@@ -60,4 +60,15 @@ const char* decode_handshake(const std::byte* bytes, HandshakeHeader* out) {
   return nullptr;
 }
 
+FrameCheck check_frame(const std::byte* at, std::size_t available, std::uint32_t max_message, std::uint32_t* len) {
+  if (available < sizeof(FrameHeader)) return FrameCheck::incomplete;
+  FrameHeader header;
+  std::memcpy(&header, at, sizeof header);
+  if (header.reserved != 0) return FrameCheck::bad_reserved;
+  *len = le32toh(header.len);
+  if (*len > max_message) return FrameCheck::too_large;
+  if (available < frame_bytes(*len)) return FrameCheck::incomplete;
+  return FrameCheck::ok;
+}
+
 }  // namespace sparcoll::transport::tcp

@@ -46,4 +46,15 @@ static_assert(sizeof(FrameHeader) == 8, "frames keep payloads 8-byte aligned");
 
 constexpr std::uint64_t frame_bytes(std::uint64_t len) { return sizeof(FrameHeader) + ((len + 7) & ~std::uint64_t{7}); }
 
+// What the bytes at the start of a receive buffer hold.
+enum class FrameCheck : std::uint8_t {
+  ok,            // a whole frame: frame_bytes(*len) bytes, payload after the header
+  incomplete,    // not a whole frame yet
+  bad_reserved,  // the header's reserved word is not 0: the stream is corrupt
+  too_large,     // the header announces more than max_message payload bytes (*len says how many)
+};
+// Checks the frame that starts at `at`, of which `available` bytes are buffered. Never reads
+// past at + available.
+FrameCheck check_frame(const std::byte* at, std::size_t available, std::uint32_t max_message, std::uint32_t* len);
+
 }  // namespace sparcoll::transport::tcp

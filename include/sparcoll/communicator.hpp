@@ -35,6 +35,9 @@ struct OpStats {
   // counting O(P) count/boundary exchanges or headers.
   std::uint64_t payload_words_sent = 0;
   std::uint64_t control_words_sent = 0;  // the count / boundary / threshold exchanges
+  // Hybrid allreduce: the elements of the stripes that went the dense way (the rest went
+  // block-sparse).
+  std::uint64_t dense_elements = 0;
 };
 
 // Traffic through the transport since the communicator was created, all roles of this process

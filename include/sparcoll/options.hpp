@@ -41,6 +41,7 @@ struct Options {
   std::uint32_t max_message = 64 * 1024;  // SPARCOLL_MAX_MESSAGE: bytes per message, header included
   std::string poll_mode = "auto";  // SPARCOLL_POLL_MODE: spin | yield | auto (yield when oversubscribed)
   std::uint32_t link_latency_ns = 0;  // SPARCOLL_LINK_LATENCY_NS: α of algo=auto's cost model; 0 = measure
+  std::uint32_t hybrid_dense_percent = 40;  // SPARCOLL_HYBRID_DENSE_PERCENT: a stripe whose union density reaches it goes dense
   std::uint32_t link_mbps = 0;        // SPARCOLL_LINK_MBPS: 1/β in MB/s; 0 = measure
 
   // --- deadlines ----------------------------------------------------------------------------
@@ -50,6 +51,7 @@ struct Options {
   // --- transports ---------------------------------------------------------------------------
   std::string tcp_addr;                      // SPARCOLL_TCP_ADDR: address to listen on / advertise
   std::uint32_t shm_ring_bytes = 1u << 20;   // SPARCOLL_SHM_RING_BYTES: per (sender, receiver, thread)
+  std::string shm_peer_reads = "auto";       // SPARCOLL_SHM_PEER_READS: auto | off (one-copy reads of peers' memory)
   std::string ib_device;                     // SPARCOLL_IB_DEVICE: rdma device name; empty = first usable
   std::uint32_t ib_port = 0;                 // SPARCOLL_IB_PORT: 1-based port; 0 = first active port
   int ib_gid_index = -1;                     // SPARCOLL_IB_GID_INDEX: -1 = best GID (RoCE v2 preferred)

@@ -93,7 +93,10 @@ typedef enum {
   SPARCOLL_ALGO_BUTTERFLY = 4,    /* dense recursive halving/doubling */
   SPARCOLL_ALGO_SSAR_RECURSIVE_DOUBLING = 5,
   SPARCOLL_ALGO_SSAR_SPLIT_ALLGATHER = 6,
-  SPARCOLL_ALGO_DSAR_SPLIT_ALLGATHER = 7
+  SPARCOLL_ALGO_DSAR_SPLIT_ALLGATHER = 7,
+  SPARCOLL_ALGO_RECURSIVE_DOUBLING = 8, /* dense, latency-optimal (small tensors) */
+  SPARCOLL_ALGO_DIRECT = 9,             /* dense, reads peers' memory in place (shm transport) */
+  SPARCOLL_ALGO_HYBRID = 10             /* per stripe: block-sparse where sparse, dense where dense */
 } sparcoll_algo_t;
 
 /* A collective in flight. Its buffers must stay valid until sparcoll_wait or sparcoll_test has

@@ -22,6 +22,9 @@ enum class Algorithm : std::uint8_t {
   ssar_recursive_doubling = 5,  // SparCML static sparse allreduce, recursive doubling
   ssar_split_allgather = 6,     // SparCML static sparse allreduce, split + allgather
   dsar_split_allgather = 7,     // SparCML dynamic sparse allreduce (densifies past break-even)
+  recursive_doubling = 8,       // dense, latency-optimal: log2(n) exchanges of the whole tensor
+  direct = 9,                   // dense reduce-scatter + allgather reading peers' memory in place (shm)
+  hybrid = 10,                  // per stripe: block-sparse where sparse, the best dense path where dense
 };
 
 constexpr std::size_t dtype_size(DataType t) noexcept {

@@ -124,7 +124,7 @@ FlagResult parse_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std:
       if (is_trace_pattern(part)) {
         if (trace_path(part).empty()) return fail("trace:FILE needs a file");
       } else if (!parse_pattern(part, &p)) {
-        return fail("unknown pattern '" + part + "' (random, overlap, disjoint, one_dense, trace:FILE)");
+        return fail("unknown pattern '" + part + "' (random, overlap, disjoint, one_dense, dense_half, trace:FILE)");
       }
       o->patterns.push_back(part);
     }
@@ -246,7 +246,8 @@ std::string sweep_usage() {
          "  -d, --density LIST    fractions of non-zero blocks per rank, e.g. 0,0.001,0.01,0.1,1 (default 0.01)\n"
          "  --dtype LIST          f32,f16,bf16,i32 (default f32)     --op sum|avg|min|max (default sum)\n"
          "  --pattern LIST        random (OmniReduce: random blocks, seeded by rank), overlap (all ranks the\n"
-         "                        same blocks), disjoint, one_dense (rank 0 dense), trace:FILE (gradient trace)\n"
+         "                        same blocks), disjoint, one_dense (rank 0 dense), dense_half (first half dense on every rank),\n"
+         "                        trace:FILE (gradient trace)\n"
          "  --block LIST          elements per block (default: the communicator's / 256)\n"
          "  --iters N             timed iterations (default 20)   --warmup N (default 3)\n"
          "  --time-budget S       iterations per point ~ S / warm-up time, at least --min-iters (default 5);\n"

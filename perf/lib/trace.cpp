@@ -74,10 +74,13 @@ bool read_file(const std::string& path, std::vector<unsigned char>* out, std::st
 }
 
 #if SPARCOLL_HAVE_ZLIB
-// Inflates exactly one zlib stream that must fill at most `max` bytes and use all of `in`.
+// Inflates exactly one zlib stream that must fill at most `max` bytes and use all of `in`. The
+// output grows as zlib fills it: `max` comes from the file's own counts, and a few bytes of
+// header must not make the reader allocate gigabytes before the data shows how much there is.
 bool inflate_exact(const unsigned char* in, std::size_t in_len, std::size_t max, std::vector<unsigned char>* out,
                    std::string* why) {
-  out->assign(max + 1, 0);  // one spare byte: a stream longer than `max` is detected, not cut
+  const std::size_t limit = max + 1;  // one spare byte: a stream longer than `max` is detected, not cut
+  out->assign(std::min<std::size_t>(limit, std::max<std::size_t>(4096, 4 * in_len)), 0);
   z_stream z{};
   if (inflateInit(&z) != Z_OK) {
     *why = "zlib inflateInit failed";
@@ -85,13 +88,27 @@ bool inflate_exact(const unsigned char* in, std::size_t in_len, std::size_t max,
   }
   z.next_in = const_cast<unsigned char*>(in);
   z.avail_in = static_cast<uInt>(in_len);
-  z.next_out = out->data();
-  z.avail_out = static_cast<uInt>(out->size());
-  const int rc = inflate(&z, Z_FINISH);
-  const std::size_t produced = out->size() - z.avail_out;
+  std::size_t produced = 0;
+  int rc = Z_OK;
+  for (;;) {
+    if (produced == out->size()) {
+      if (out->size() == limit) break;  // full: the stream is longer than `max`
+      out->resize(std::min(limit, 2 * out->size()));
+    }
+    const std::size_t room = std::min<std::size_t>(out->size() - produced, 1u << 30);  // avail_out is a uInt
+    z.next_out = out->data() + produced;
+    z.avail_out = static_cast<uInt>(room);
+    rc = inflate(&z, Z_NO_FLUSH);
+    produced += room - z.avail_out;
+    if (rc != Z_OK) break;
+  }
   const uInt unused = z.avail_in;
   const char* msg = z.msg;
   inflateEnd(&z);
+  if (produced > max) {
+    *why = "payload is larger than its header allows";
+    return false;
+  }
   if (rc != Z_STREAM_END) {
     *why = std::string("compressed data is damaged (zlib: ") +
            (msg ? msg : rc == Z_BUF_ERROR ? "stream ends early or is too long" : "error " + std::to_string(rc)) + ")";
@@ -99,10 +116,6 @@ bool inflate_exact(const unsigned char* in, std::size_t in_len, std::size_t max,
   }
   if (unused != 0) {
     *why = "compressed data is followed by " + std::to_string(unused) + " stray bytes";
-    return false;
-  }
-  if (produced > max) {
-    *why = "payload is larger than its header allows";
     return false;
   }
   out->resize(produced);
@@ -118,12 +131,21 @@ bool load_trace(const std::string& path, GradientTrace* out, std::string* error)
   *out = GradientTrace{};
   std::vector<unsigned char> file;
   if (!read_file(path, &file, error)) return false;
+  return load_trace_bytes(file, path, out, error);
+}
+
+bool load_trace_bytes(const std::vector<unsigned char>& file, const std::string& path, GradientTrace* out,
+                      std::string* error) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  *out = GradientTrace{};
   auto fail = [&](const std::string& what) {
     *error = "gradient trace " + path + ": " + what;
     *out = GradientTrace{};
     return false;
   };
 #if !SPARCOLL_HAVE_ZLIB
+  (void)file;
   return fail("sparcoll was built without zlib (apt-get install zlib1g-dev, then reconfigure), traces cannot be read");
 #else
   if (file.empty()) return fail("empty file");
@@ -174,7 +196,14 @@ bool load_trace(const std::string& path, GradientTrace* out, std::string* error)
   const std::uint64_t nblocks = (t.elements + t.block_elems - 1) / t.block_elems;
   const std::uint64_t last_len = t.elements - (nblocks - 1) * t.block_elems;
   const std::size_t bitmap_bytes = static_cast<std::size_t>((nblocks + 7) / 8);
-  t.records.resize(static_cast<std::size_t>(t.workers) * t.steps);
+  // Every record takes at least its 16-byte header: the shape cannot promise more records than
+  // the file has room for (65536 x 65536 of them would be gigabytes of empty records).
+  const std::uint64_t nrecords = std::uint64_t{t.workers} * t.steps;
+  if (r.left() / 16 < nrecords)
+    return fail("truncated: " + std::to_string(t.workers) + " workers x " + std::to_string(t.steps) +
+                " steps need " + std::to_string(nrecords) + " records, the file has room for " +
+                std::to_string(r.left() / 16));
+  t.records.resize(static_cast<std::size_t>(nrecords));
   std::vector<unsigned char> raw;
   for (std::uint32_t s = 0; s < t.steps; ++s) {
     for (std::uint32_t w = 0; w < t.workers; ++w) {

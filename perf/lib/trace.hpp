@@ -36,6 +36,9 @@ struct GradientTrace {
 // Reads and checks a trace file; on failure returns false with a message naming the file and
 // what is wrong (missing, truncated, checksum mismatch, bad structure), *out left empty.
 bool load_trace(const std::string& path, GradientTrace* out, std::string* error);
+// The same checks on a file's bytes already in memory; `name` stands for the file in errors.
+bool load_trace_bytes(const std::vector<unsigned char>& bytes, const std::string& name, GradientTrace* out,
+                      std::string* error);
 
 // Dense fp32 gradient of `worker` at `step` (the recorded bf16 values, exactly; zeros where no
 // block is stored); *out is resized to trace.elements. Throws std::out_of_range when worker or

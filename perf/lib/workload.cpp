@@ -42,6 +42,18 @@ std::vector<std::uint64_t> chosen_blocks(const WorkloadSpec& spec, int rank) {
   double density = spec.density;
   if (spec.pattern == Pattern::one_dense && rank == 0) density = 1.0;
   std::vector<std::uint64_t> candidates;
+  if (spec.pattern == Pattern::dense_half) {
+    // Every block of the first half; the density's share of the second half, at random.
+    const std::uint64_t half = nblocks / 2;
+    WorkloadSpec rest = spec;
+    rest.pattern = Pattern::random;
+    rest.count = (nblocks - half) * spec.block_elems;
+    std::vector<std::uint64_t> chosen(half);
+    std::iota(chosen.begin(), chosen.end(), std::uint64_t{0});
+    for (std::uint64_t b : chosen_blocks(rest, rank))
+      if (half + b < nblocks) chosen.push_back(half + b);
+    return chosen;
+  }
   if (spec.pattern == Pattern::disjoint) {
     for (std::uint64_t b = static_cast<std::uint64_t>(rank); b < nblocks; b += static_cast<std::uint64_t>(spec.world_size))
       candidates.push_back(b);
@@ -104,6 +116,7 @@ bool parse_pattern(const std::string& name, Pattern* out) {
   else if (name == "overlap") *out = Pattern::overlap;
   else if (name == "disjoint") *out = Pattern::disjoint;
   else if (name == "one_dense") *out = Pattern::one_dense;
+  else if (name == "dense_half") *out = Pattern::dense_half;
   else return false;
   return true;
 }
@@ -114,6 +127,7 @@ const char* pattern_name(Pattern p) {
     case Pattern::overlap: return "overlap";
     case Pattern::disjoint: return "disjoint";
     case Pattern::one_dense: return "one_dense";
+    case Pattern::dense_half: return "dense_half";
   }
   return "?";
 }

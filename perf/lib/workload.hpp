@@ -4,7 +4,9 @@
 // blocks non-zero, chosen at random with a seed derived from (seed, rank), and fills them with
 // non-zero random values (a counter-based stream keyed by seed, rank and block, so the reference
 // regenerates only the chosen blocks). Other patterns: every rank the same blocks ("overlap"), ranks on
-// disjoint blocks ("disjoint"), and rank 0 dense among sparse ranks ("one_dense").
+// disjoint blocks ("disjoint"), rank 0 dense among sparse ranks ("one_dense"), and the first half of
+// the tensor dense on every rank, the second half at the density ("dense_half": a gradient bucket
+// of dense layers and a sparse embedding, whose stripes the hybrid allreduce splits).
 #pragma once
 
 #include <cstddef>
@@ -16,7 +18,7 @@
 
 namespace sparcoll::perf {
 
-enum class Pattern { random, overlap, disjoint, one_dense };
+enum class Pattern { random, overlap, disjoint, one_dense, dense_half };
 
 bool parse_pattern(const std::string& name, Pattern* out);
 const char* pattern_name(Pattern p);

@@ -136,7 +136,7 @@ void BlockSparseWorker::zero_fill(engine::OpState& op, engine::WorkerLane& lane,
   const std::uint64_t stride = cfg_.layout.lanes;
   const std::size_t full = op.geometry.full_block_bytes();
   for (std::uint64_t b = lane.filled_until; b < until; b += stride)
-    std::memset(op.recv + b * full, 0, op.geometry.block_bytes_at(b));
+    if (!op.in_dense_stripe(b)) std::memset(op.recv + b * full, 0, op.geometry.block_bytes_at(b));
 }
 
 void BlockSparseWorker::finish_lane(engine::OpState& op, engine::WorkerLane& lane) {

@@ -36,6 +36,8 @@ struct Scratch {
   std::vector<std::byte> tmp;   // a received message
   std::vector<std::byte> tmp2;
   std::vector<std::byte> tmp3;
+  std::vector<std::uint64_t> words;  // small per-rank tables (the direct algorithm's addresses)
+  std::vector<std::uint32_t> acks;
   SparseScratch sparse;
 };
 
@@ -56,6 +58,12 @@ Status ring_allreduce(coll::Peers& peers, const void* send, void* recv, std::siz
                       ReduceOp op, Scratch& scratch);
 Status butterfly_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                            ReduceOp op, Scratch& scratch);
+// log2(n) exchanges of the whole tensor: for small tensors, where latency decides.
+Status recursive_doubling_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count,
+                                    DataType dtype, ReduceOp op, Scratch& scratch);
+// Reduce-scatter + allgather reading the peers' buffers in place (needs peers.reads_peer_memory()).
+Status direct_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+                        ReduceOp op, Scratch& scratch);
 
 // --- SparCML sparse allreduce (docs/algorithms.md, "SparCML: SSAR and DSAR") -----------------
 // `local` holds this rank's entries (sorted unique indices below dim <= 2^32, accumulators of

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <thread>
 
+#include "algo/hybrid_plan.hpp"
 #include "block/bitmap.hpp"
 #include "block/reduce.hpp"
 #include "common/log.hpp"
@@ -211,7 +212,17 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
                                     std::shared_ptr<RequestState>* out) {
   if (engine_->broken())
     return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
-  const std::string problem = check_arguments(send, recv, count, dtype, op);
+  engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, check_arguments(send, recv, count, dtype, op));
+  state.request = std::make_shared<RequestState>();
+  *out = state.request;
+  engine_->submit(&state);
+  return Status();
+}
+
+// The next op slot, waited for and filled: arguments, geometry, and the bitmap from one scan of
+// the send buffer (or the abort a bad argument or a failed allocation turns into).
+engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                        ReduceOp op, const std::string& problem) {
   const std::uint32_t op_id = next_op_id_++;
 
   engine::OpState& state = engine_->slot(op_id);
@@ -262,10 +273,40 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   state.lanes.assign(options_.lanes, engine::WorkerLane{});
   state.scratch.resize(std::size_t{options_.lanes} *
                        algo::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
-  state.request = std::make_shared<RequestState>();
-  *out = state.request;
-  engine_->submit(&state);
-  return Status();
+  state.stripe_blocks = 0;
+  state.dense_stripes.clear();
+  return state;
+}
+
+// The hybrid allreduce (coll/hybrid_allreduce.cpp): the block-sparse op slot is prepared here
+// (the one scan) and reserved; the collective thread exchanges the stripe counts, decides, and
+// hands the sparse stripes to the engine.
+Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                           std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("allreduce"); !s.ok()) return s;
+  const std::string problem = check_arguments(send, recv, count, dtype, op);
+  engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, problem);
+  state.busy.store(1, std::memory_order_release);  // reserved until the collective thread hands it over or gives it back
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::hybrid_allreduce;
+  c.algo = Algorithm::hybrid;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = op;
+  c.hybrid.sparse_part = &state;
+  c.hybrid.handed_over = false;
+  const std::uint64_t nblocks = state.abort ? 0 : block::block_count(count, options_.block_elems);
+  c.hybrid.stripe_blocks = algo::stripe_blocks_for(nblocks);
+  const std::uint64_t stripes = (nblocks + c.hybrid.stripe_blocks - 1) / c.hybrid.stripe_blocks;
+  c.hybrid.stripe_counts.assign(stripes, 0);
+  const std::uint32_t words_per_stripe = c.hybrid.stripe_blocks / 64;
+  for (std::size_t w = 0; w < block::bitmap_words(nblocks); ++w)
+    c.hybrid.stripe_counts[w / words_per_stripe] += static_cast<std::uint32_t>(std::popcount(state.bitmap[w]));
+  std::string local_problem = problem;
+  if (local_problem.empty() && state.abort) local_problem = state.abort_reason;
+  return submit(c, "allreduce op", local_problem, out);
 }
 
 Status CommunicatorImpl::register_buffer(const void* buffer, std::size_t bytes) {
@@ -517,11 +558,12 @@ Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::s
 
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                     Algorithm algo, std::shared_ptr<RequestState>* out) {
-  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::dsar_split_allgather))
+  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::hybrid))
     return Status(ErrorCode::invalid_argument,
                   "allreduce: algorithm " + std::to_string(static_cast<int>(algo)) + " is not a known algorithm");
   const Algorithm chosen = resolve(algo, send, count, dtype, op);
   if (chosen == Algorithm::block_sparse) return iallreduce(send, recv, count, dtype, op, out);
+  if (chosen == Algorithm::hybrid) return iallreduce_hybrid(send, recv, count, dtype, op, out);
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
   coll::CollOp& c = executor_->next_slot();
   c.kind = coll::CollKind::allreduce;

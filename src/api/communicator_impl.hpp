@@ -62,6 +62,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // The algorithm an allreduce runs: `algo` resolved against options().algo and, for "auto",
   // the cost model.
   Algorithm resolve(Algorithm algo, const void* send, std::size_t count, DataType dtype, ReduceOp op);
+  engine::OpState& prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                        const std::string& problem);
+  Status iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                           std::shared_ptr<RequestState>* out);
   // Fills state.bitmap from the send buffer (and in place, zeroes -0.0 blocks of recv). Throws
   // std::bad_alloc when the bitmap does not fit in memory.
   void scan_blocks(engine::OpState& state, std::size_t count, DataType dtype);

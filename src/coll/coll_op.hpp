@@ -18,7 +18,24 @@
 
 namespace sparcoll::coll {
 
-enum class CollKind : std::uint8_t { allreduce, broadcast, allgather, reduce_scatter, sparse_allreduce, compressed_allreduce };
+enum class CollKind : std::uint8_t {
+  allreduce,
+  broadcast,
+  allgather,
+  reduce_scatter,
+  sparse_allreduce,
+  compressed_allreduce,
+  hybrid_allreduce,
+};
+
+// The hybrid allreduce's block-sparse half, prepared by the calling thread: the op slot it
+// reserved (its bitmap scanned), and this rank's count of non-zero blocks in each stripe.
+struct HybridArgs {
+  engine::OpState* sparse_part = nullptr;
+  bool handed_over = false;  // the collective thread gave sparse_part to the engine
+  std::uint32_t stripe_blocks = 0;
+  std::vector<std::uint32_t> stripe_counts;
+};
 
 // The sparse (index-value) input and output of allreduce_sparse. The calling thread checks the
 // caller's arrays and copies them here (u32 indices, values widened to accumulators), so the
@@ -40,6 +57,7 @@ struct CollOp {
   ReduceOp op = ReduceOp::sum;
   std::uint32_t root = 0;
   SparseArgs sparse;
+  HybridArgs hybrid;
   // compressed_allreduce: tensor, grad (send), out (recv), n (count), k, compression, seed; the
   // algorithm writes its word counts back.
   algo::CompressedCall compressed;

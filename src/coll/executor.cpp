@@ -129,6 +129,15 @@ void Executor::run() {
     messages_received_.fetch_add(peers_.messages_received(), std::memory_order_relaxed);
     std::shared_ptr<detail::RequestState> request = std::move(op->request);
     request->stats = OpStats{peers_.bytes_sent(), peers_.bytes_received(), 0, 0, op->algo};
+    if (op->kind == CollKind::hybrid_allreduce) {
+      release_unused_sparse_part(*op);
+      request->stats.bytes_sent += hybrid_stats_.bytes_sent;
+      request->stats.bytes_received += hybrid_stats_.bytes_received;
+      request->stats.blocks_sent = hybrid_stats_.blocks_sent;
+      request->stats.blocks_received = hybrid_stats_.blocks_received;
+      request->stats.dense_elements = hybrid_stats_.dense_elements;
+      hybrid_stats_ = OpStats{};
+    }
     if (op->kind == CollKind::compressed_allreduce) {
       request->stats.payload_words_sent = op->compressed.payload_words;
       request->stats.control_words_sent = op->compressed.control_words;
@@ -151,6 +160,7 @@ Status Executor::execute(CollOp& op) {
     case CollKind::reduce_scatter: kind = "reduce_scatter"; break;
     case CollKind::sparse_allreduce: kind = "allreduce_sparse"; break;
     case CollKind::compressed_allreduce: kind = "allreduce_compressed"; break;
+    case CollKind::hybrid_allreduce: kind = "allreduce op"; break;
   }
   // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
   const std::string algo = op.kind == CollKind::broadcast ? "binomial tree" : std::string(algorithm_name(op.algo));
@@ -161,7 +171,7 @@ Status Executor::execute(CollOp& op) {
   // peers whose count differs waiting until their deadline instead of failing with `mismatch`.
   switch (op.kind) {
     case CollKind::allreduce:
-      if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg(op);
+      if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg(op.algo, op.send, op.recv, op.count);
       return allreduce(op.algo, op.send, op.recv, op.count, op.dtype, op.op);
     case CollKind::broadcast:
       return algo::tree_broadcast(peers_, op.recv, op.count * esize, op.root);
@@ -172,6 +182,8 @@ Status Executor::execute(CollOp& op) {
     case CollKind::sparse_allreduce:
       return algo::sparse_allreduce(peers_, op.algo, op.sparse.entries, op.sparse.dim, op.dtype, op.op, op.sparse.result,
                                     scratch_);
+    case CollKind::hybrid_allreduce:
+      return hybrid_allreduce(op);
     case CollKind::compressed_allreduce:
       if (op.compressed.c.algo == CompressionAlgo::oktopk) return algo::oktopk_allreduce(peers_, op.compressed, compress_scratch_);
       return algo::topk_ef_allreduce(peers_, op.compressed, compress_scratch_, scratch_);
@@ -184,6 +196,14 @@ Status Executor::allreduce(Algorithm algo, const void* send, void* recv, std::si
   switch (algo) {
     case Algorithm::ring: return algo::ring_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::butterfly: return algo::butterfly_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::recursive_doubling:
+      return algo::recursive_doubling_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::direct:
+      if (peers_.size() > 1 && !peers_.reads_peer_memory())
+        return Status(ErrorCode::unsupported, peers_.what() +
+                                                  ": the direct algorithm reads peers' memory in place, which only the "
+                                                  "shm transport does (and not with SPARCOLL_SHM_PEER_READS=off)");
+      return algo::direct_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::ssar_recursive_doubling:
     case Algorithm::ssar_split_allgather:
     case Algorithm::dsar_split_allgather:
@@ -198,19 +218,20 @@ Status Executor::allreduce(Algorithm algo, const void* send, void* recv, std::si
 // (avg(INT32_MAX, INT32_MAX) was -1): they sum the values' 16-bit halves instead, each sum
 // exact below 32768 ranks, and the average is taken from those in 64 bits. Twice the data, for
 // an op that is rare on integers; zeros stay zeros, so the sparse algorithms keep their sparsity.
-Status Executor::exact_i32_avg(const CollOp& op) {
+Status Executor::exact_i32_avg(Algorithm algo, const void* send, void* recv, std::size_t count) {
   if (peers_.size() >= 32768)
     return Status(ErrorCode::unsupported, peers_.what() + ": i32 avg is exact below 32768 ranks, this job has " +
                                               std::to_string(peers_.size()));
-  halves_.resize(2 * op.count);
+  halves_.resize(2 * count);
   std::int32_t* hi = halves_.data();
-  std::int32_t* lo = hi + op.count;
-  block::i32_split_halves(static_cast<const std::int32_t*>(op.send), op.count, hi, lo);
+  std::int32_t* lo = hi + count;
+  block::i32_split_halves(static_cast<const std::int32_t*>(send), count, hi, lo);
   // The sparse algorithms index with u32: twice a count near 2^32 goes the dense way.
-  const bool sparse = op.algo != Algorithm::ring && op.algo != Algorithm::butterfly;
-  const Algorithm algo = sparse && 2 * op.count > (std::uint64_t{1} << 32) ? Algorithm::ring : op.algo;
-  Status s = allreduce(algo, hi, hi, 2 * op.count, DataType::i32, ReduceOp::sum);
-  if (s.ok()) block::i32_avg_from_halves(hi, lo, op.count, peers_.size(), static_cast<std::int32_t*>(op.recv));
+  const bool sparse = algo != Algorithm::ring && algo != Algorithm::butterfly && algo != Algorithm::direct &&
+                      algo != Algorithm::recursive_doubling;
+  if (sparse && 2 * count > (std::uint64_t{1} << 32)) algo = Algorithm::ring;
+  Status s = allreduce(algo, hi, hi, 2 * count, DataType::i32, ReduceOp::sum);
+  if (s.ok()) block::i32_avg_from_halves(hi, lo, count, peers_.size(), static_cast<std::int32_t*>(recv));
   return s;
 }
 

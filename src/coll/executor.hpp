@@ -47,7 +47,14 @@ class Executor {
   void run();
   Status execute(CollOp& op);
   Status allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
-  Status exact_i32_avg(const CollOp& op);
+  Status exact_i32_avg(Algorithm algo, const void* send, void* recv, std::size_t count);
+  // hybrid_allreduce.cpp: the stripes' plan, the block-sparse half handed to the engine, the
+  // dense half run here.
+  Status hybrid_allreduce(CollOp& op);
+  Status dense_part(const CollOp& op, std::size_t begin, std::size_t end);
+  // The reserved op slot of a hybrid allreduce whose block-sparse half never went to the engine
+  // (all stripes dense, invalid arguments, a broken communicator) is given back.
+  void release_unused_sparse_part(CollOp& op);
 
   Peers peers_;
   Options options_;
@@ -58,7 +65,9 @@ class Executor {
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
   algo::Scratch scratch_;
-  std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
+  std::vector<std::int32_t> halves_;
+  std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe
+  OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic  // exact_i32_avg: the 16-bit halves, then their sums
   algo::CompressScratch compress_scratch_;
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0};
   std::thread thread_;

@@ -5,7 +5,9 @@
 // the destination buffer. Little-endian, like docs/protocol.md's block messages.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace sparcoll::coll {
 
@@ -28,5 +30,36 @@ struct PeerHeader {
   std::uint64_t offset;   // where this fragment's payload starts in it
 };
 static_assert(sizeof(PeerHeader) == 32, "peer header layout is part of the wire format");
+
+// A logical message larger than this is not something any algorithm sends: treat it as corrupt.
+inline constexpr std::uint64_t kMaxLogicalBytes = std::uint64_t{1} << 44;
+// An abort's reason is cut to this many bytes before it reaches a log or an error message.
+inline constexpr std::size_t kMaxAbortReasonBytes = 1024;
+
+// What parse_peer_message found wrong with a message's bytes (who sent it is checked by Peers).
+enum class PeerParse : std::uint8_t {
+  ok,
+  too_short,  // shorter than the header
+  bad_magic,  // magic, version or reserved
+  bad_kind,   // neither data nor abort
+  bad_range,  // data: total above kMaxLogicalBytes, or the fragment not inside [0, total)
+};
+
+// One received message, split into its header and its payload (pointing into the message).
+struct PeerMessage {
+  PeerHeader header{};
+  const std::byte* payload = nullptr;
+  std::size_t len = 0;
+};
+
+// Checks what can be checked from the bytes alone, in the order Peers reports them. `out` holds
+// the header whenever the message is at least a header long (error messages quote it), and the
+// payload when the result is ok. An abort's range is not checked: its payload is only text.
+// Never reads outside [data, data + size).
+PeerParse parse_peer_message(const std::byte* data, std::size_t size, PeerMessage* out) noexcept;
+
+// An abort's reason as it may go into logs: at most kMaxAbortReasonBytes, every byte outside
+// printable ASCII replaced by '?' (a hostile peer's text).
+std::string abort_reason_text(const std::byte* payload, std::size_t len);
 
 }  // namespace sparcoll::coll

@@ -13,8 +13,17 @@ namespace sparcoll::coll {
 
 namespace {
 constexpr int kPollBatch = 32;
-// A logical message larger than this is not something any algorithm sends: treat it as corrupt.
-constexpr std::uint64_t kMaxLogicalBytes = std::uint64_t{1} << 44;
+}  // namespace
+
+namespace {
+
+// A stash buffer is kept for the next early message only up to this size. A larger one (a
+// faster peer a whole large collective ahead) would otherwise stay allocated for the
+// communicator's life at the largest size ever stashed, and memory would step up whenever a
+// peer happened to run further ahead than before (sparcoll-soak saw +1 to +7.5 MiB after
+// warm-up). Freeing it costs one allocation per large early message, small beside its copy.
+constexpr std::size_t kStashKeepBytes = std::size_t{1} << 20;
+
 }  // namespace
 
 Peers::Peers(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, bool yield_when_waiting)
@@ -30,6 +39,7 @@ void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadlin
   deadline_ = deadline;
   failed_ = false;
   only_posted_ = false;
+  tag_base_ = 0;
   failure_ = Status();
   sends_.clear();
   recvs_.clear();
@@ -39,7 +49,7 @@ void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadlin
   // e.g. on the root: an error, never silently ignored).
   for (Stashed& st : stash_) {
     if (!st.used || static_cast<std::int32_t>(st.seq - seq) >= 0) continue;
-    st.used = false;
+    release(st);
     if (!seq_failed(st.seq))
       fail(Status(ErrorCode::mismatch, what_ + ": " + peer_name(st.peer) + " sent message " + std::to_string(st.tag) +
                                            " of collective " + std::to_string(st.seq) +
@@ -90,7 +100,7 @@ void Peers::send(std::uint32_t peer, std::uint32_t tag, const void* data, std::s
                                          std::to_string(rank_) + " of " + std::to_string(size_)));
     return;
   }
-  sends_.push_back(PendingSend{peer, tag, static_cast<const std::byte*>(data), bytes, 0, false});
+  sends_.push_back(PendingSend{peer, tag_base_ + tag, static_cast<const std::byte*>(data), bytes, 0, false});
 }
 
 void Peers::recv(std::uint32_t peer, std::uint32_t tag, void* dst, std::size_t bytes) {
@@ -110,6 +120,7 @@ void Peers::recv_any(std::uint32_t peer, std::uint32_t tag, std::vector<std::byt
 }
 
 void Peers::post(PostedRecv r) {
+  r.tag += tag_base_;
   if (r.peer >= size_ || r.peer == rank_ || channel_ == nullptr) {
     fail(Status(ErrorCode::internal, step_name(r.tag) + ": receive from " + peer_name(r.peer) + " on rank " +
                                          std::to_string(rank_) + " of " + std::to_string(size_)));
@@ -124,7 +135,7 @@ void Peers::post(PostedRecv r) {
     // The stash holds a prefix [0, received) in order: the transport delivers a peer's
     // fragments in order.
     if (s.received > 0 || s.total == 0) (void)deliver(posted, s.total, 0, s.data.data(), s.received);
-    s.used = false;
+    release(s);
     return;
   }
 }
@@ -185,6 +196,17 @@ bool Peers::deliver(PostedRecv& r, std::uint64_t total, std::uint64_t offset, co
   return true;
 }
 
+void Peers::release(Stashed& s) {
+  s.used = false;
+  if (s.data.capacity() > kStashKeepBytes) std::vector<std::byte>().swap(s.data);
+}
+
+std::size_t Peers::stash_bytes() const noexcept {
+  std::size_t bytes = 0;
+  for (const Stashed& s : stash_) bytes += s.data.capacity();
+  return bytes;
+}
+
 Peers::Stashed& Peers::stash_slot() {
   for (Stashed& s : stash_)
     if (!s.used) return s;
@@ -194,15 +216,14 @@ Peers::Stashed& Peers::stash_slot() {
 
 bool Peers::on_message(const transport::ReceivedMessage& msg) {
   const std::uint32_t from = msg.peer;
-  if (msg.size < sizeof(PeerHeader)) {
+  PeerMessage m;
+  const PeerParse parsed = parse_peer_message(msg.data, msg.size, &m);
+  if (parsed == PeerParse::too_short) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent a " + std::to_string(msg.size) +
                                                "-byte message, shorter than the 32-byte peer header"));
     return false;
   }
-  PeerHeader h;
-  std::memcpy(&h, msg.data, sizeof h);
-  const std::byte* payload = msg.data + sizeof h;
-  const std::size_t len = msg.size - sizeof h;
+  const PeerHeader& h = m.header;
   ++messages_received_;
   bytes_received_ += msg.size;
   if (from >= size_) {
@@ -210,7 +231,7 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                " (not a worker) sent a peer message"));
     return false;
   }
-  if (h.magic != kPeerMagic || h.version != kPeerVersion || h.reserved != 0) {
+  if (parsed == PeerParse::bad_magic) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent a message with magic 0x" +
                                                [&] {
                                                  char b[16];
@@ -221,10 +242,8 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                " (expected a sparcoll peer message, version 1)"));
     return false;
   }
-  if (h.kind == static_cast<std::uint8_t>(PeerKind::abort)) {
-    std::string reason(reinterpret_cast<const char*>(payload), std::min<std::size_t>(len, 1024));
-    for (char& c : reason)
-      if (c < 32 || c > 126) c = '?';  // a hostile peer's text goes into our logs
+  if (parsed == PeerParse::ok && h.kind == static_cast<std::uint8_t>(PeerKind::abort)) {
+    const std::string reason = abort_reason_text(m.payload, m.len);
     // The sender's error code travels in `tag`. The op-level ones are kept, so every rank reports
     // one bad argument the same way (as block-sparse aborts do) and the executor forgets the
     // collective instead of breaking; anything else is a peer failure.
@@ -245,17 +264,19 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
       early_aborts_.push_back(EarlyAbort{h.seq, code, peer_name(from) + " failed it: " + reason});
     return true;
   }
-  if (h.kind != static_cast<std::uint8_t>(PeerKind::data)) {
+  if (parsed == PeerParse::bad_kind) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent unknown message kind " +
                                                std::to_string(h.kind)));
     return false;
   }
-  if (h.total > kMaxLogicalBytes || h.offset > h.total || len > h.total - h.offset) {
+  const std::size_t len = msg.size - sizeof(PeerHeader);
+  if (parsed == PeerParse::bad_range) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent bytes [" + std::to_string(h.offset) +
                                                ", +" + std::to_string(len) + ") of a " + std::to_string(h.total) +
                                                "-byte message"));
     return false;
   }
+  const std::byte* payload = m.payload;
   if (static_cast<std::int32_t>(h.seq - seq_) < 0 || (h.seq == seq_ && failed_)) {
     if (seq_failed(h.seq) || h.seq == seq_) return true;  // the rest of a failed collective
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent data for collective " +

@@ -12,7 +12,8 @@
 // Messages are split into fragments of one transport message each; a fragment is copied (or
 // reduced) straight into the posted destination. A fragment that arrives before its receive is
 // posted (a faster peer is a step or a collective ahead) is kept in a stash whose buffers are
-// reused, so steady-state operation allocates nothing. Any failure (a dead peer, a timeout, a
+// reused, so steady-state operation allocates nothing; a buffer above 1 MiB is freed once its
+// message is delivered, so a rare large early message does not stay allocated. Any failure (a dead peer, a timeout, a
 // size that differs across ranks, a corrupt fragment) fails the collective with a message that
 // names the peer, the collective and the step.
 #pragma once
@@ -44,6 +45,10 @@ class Peers {
 
   // Starts collective `seq` (named `what` in errors, e.g. "allreduce op 7 (ring)").
   void begin(std::uint32_t seq, std::string what, Clock::time_point deadline);
+  // Added to every tag posted from now on in this collective, so that one collective can run
+  // several algorithms one after another (the phases of a hybrid allreduce) without their
+  // messages meeting: each algorithm numbers its tags from 0.
+  void set_tag_base(std::uint32_t base) noexcept { tag_base_ = base; }
 
   // --- posting (non-blocking; buffers stay valid until wait() returns) ------------------------
   void send(std::uint32_t peer, std::uint32_t tag, const void* data, std::size_t bytes);
@@ -63,6 +68,10 @@ class Peers {
 
   // Progresses until every posted send has left and every posted receive is complete.
   Status wait();
+  // Whether the transport reads peers' memory in place (the direct algorithm), and the read:
+  // `bytes` at `remote` in `peer`'s address space into `local`; errors name the collective.
+  bool reads_peer_memory() const noexcept { return channel_ != nullptr && channel_->reads_peer_memory(); }
+  Status read_peer_memory(std::uint32_t peer, std::uint64_t remote, void* local, std::size_t bytes);
   // Between collectives: one poll of the channel, so the driver acknowledges and retransmits
   // (a packet transport's peers cannot finish without this rank's acknowledgements) and what
   // faster peers sent for the next collective is stashed. True when something arrived; a
@@ -80,6 +89,8 @@ class Peers {
   std::uint64_t bytes_received() const noexcept { return bytes_received_; }
   std::uint64_t messages_sent() const noexcept { return messages_sent_; }
   std::uint64_t messages_received() const noexcept { return messages_received_; }
+  // Bytes the stash holds allocated, in use or kept for reuse (tests, diagnostics).
+  std::size_t stash_bytes() const noexcept;
 
  private:
   enum class RecvMode : std::uint8_t { copy, reduce, any };
@@ -118,6 +129,8 @@ class Peers {
   Stashed& stash_slot();
   // The mismatch expect_only_posted() reports for an unposted message from `peer`.
   void fail_unexpected(std::uint32_t peer, std::uint32_t tag);
+  // Frees a stash slot once its message is delivered or dropped; keeps its buffer if small.
+  void release(Stashed& s);
   void fail(Status s);
   // What the current collective still waits for ("no data from rank 2 for ... step 1"), or "".
   std::string waiting_for() const;
@@ -137,6 +150,7 @@ class Peers {
   Status failure_;
   bool failed_ = false;
   bool only_posted_ = false;  // expect_only_posted() for the current collective
+  std::uint32_t tag_base_ = 0;
   // Aborts that arrived for collectives not started yet.
   struct EarlyAbort {
     std::uint32_t seq;

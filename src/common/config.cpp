@@ -23,12 +23,13 @@ namespace {
 
 // The allowed values of enumerated options, each listed once: parsing, validation and the
 // docs all read these. A new algorithm or transport is added here.
-constexpr std::array<std::string_view, 7> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
-                                                        "ssar_recursive_doubling", "ssar_split_allgather",
-                                                        "dsar_split_allgather"};
+constexpr std::array<std::string_view, 10> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
+                                                         "ssar_recursive_doubling", "ssar_split_allgather",
+                                                         "dsar_split_allgather", "recursive_doubling", "direct", "hybrid"};
 constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
 constexpr std::array<std::string_view, 4> kPollModes = {"spin", "yield", "auto", "event"};
 constexpr std::array<std::string_view, 2> kMemifZeroCopy = {"auto", "off"};
+constexpr std::array<std::string_view, 2> kShmPeerReads = {"auto", "off"};
 constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warn", "info", "debug"};
 
@@ -308,6 +309,7 @@ void check_identity(const Options& o, Problems& p) {
 void check_engine(const Options& o, Problems& p) {
   p.check_choice("transport", o.transport, kTransports);
   p.check_choice("algo", o.algo, kAlgorithms);
+  p.check_range("hybrid_dense_percent", o.hybrid_dense_percent, 0u, 101u);
   p.check_range("block_elems", o.block_elems, 1u, kMaxBlockElems);
   p.check_range("lanes", o.lanes, 1u, kMaxLanes);
   p.check_range("fusion", o.fusion, 1u, kMaxFusion);
@@ -370,8 +372,13 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
        {}, &parse_choice<&Options::transport, kTransports>},
-      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather or dsar_split_allgather (docs/algorithms.md).", {},
+      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct or hybrid (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
+      {"SPARCOLL_HYBRID_DENSE_PERCENT", "hybrid_dense_percent", "40",
+       "hybrid allreduce: a stripe whose union block density (estimated from every rank's count of non-zero blocks "
+       "in it) is at least this percentage goes the dense way, the others block-sparse; 0 to 101 (101: never "
+       "dense). Must be equal on every process.",
+       {}, &parse_nonnegative_u32<&Options::hybrid_dense_percent>},
       {"SPARCOLL_LINK_LATENCY_NS", "link_latency_ns", "0",
        "per-message latency the algo=auto cost model assumes, in ns; 0 = measured once per communicator "
        "(a few small and 1 MiB ring allreduces at the first auto call).",
@@ -413,6 +420,11 @@ const std::vector<ConfigVariable>& config_variables() {
        "bytes of each shared-memory ring (per sender, receiver and thread): a power of two from 65536 to "
        "1073741824, at least 4 * max_message.",
        {}, &parse_positive_u32<&Options::shm_ring_bytes>},
+      {"SPARCOLL_SHM_PEER_READS", "shm_peer_reads", "auto",
+       "auto: the shm transport reads peers' memory in place when every process of the job can "
+       "(process_vm_readv, checked at setup), for the direct algorithm's one-copy transfers. off: never "
+       "(the direct algorithm is then unsupported and auto uses the ring).",
+       {}, &parse_choice<&Options::shm_peer_reads, kShmPeerReads>},
       {"SPARCOLL_IB_DEVICE", "ib_device", "(first device with an active port)",
        "rdma device the rdma transport uses, e.g. mlx5_0 or rxe0 (ibv_devices lists them).", {},
        &parse_text<&Options::ib_device>},

@@ -36,6 +36,7 @@ std::vector<SharedSetting> shared_settings(const Options& o) {
       {"SPARCOLL_AGGREGATORS", std::to_string(o.aggregators)},
       {"SPARCOLL_TRANSPORT", o.transport},
       {"SPARCOLL_ALGO", o.algo},
+      {"SPARCOLL_HYBRID_DENSE_PERCENT", std::to_string(o.hybrid_dense_percent)},
       {"SPARCOLL_BLOCK_ELEMS", std::to_string(o.block_elems)},
       {"SPARCOLL_LANES", std::to_string(o.lanes)},
       {"SPARCOLL_FUSION", std::to_string(o.fusion)},

@@ -70,7 +70,8 @@ Shard::Shard(Engine& engine, std::uint32_t index, transport::Channel* channel)
       outbox_(engine.config().layout.self, channel, &loopback_),
       aggregator_(aggregator_config(engine.config(), index, this), outbox_),
       worker_(worker_config(engine.config(), index), outbox_),
-      submissions_(op_slot_count(engine.config().options.max_inflight)) {
+      submissions_(op_slot_count(engine.config().options.max_inflight)),
+      handovers_(op_slot_count(engine.config().options.max_inflight)) {
   active_.reserve(op_slot_count(engine.config().options.max_inflight));
   releasing_.reserve(op_slot_count(engine.config().options.max_inflight));
   if (engine.config().options.poll_mode == "event" && channel_ != nullptr && channel_->wait_fd() >= 0) {
@@ -107,6 +108,13 @@ void Shard::stop() {
 
 void Shard::submit(OpState* op) {
   while (!submissions_.push(op)) std::this_thread::yield();  // cannot stay full: one entry per op slot
+  wake_.fetch_add(1, std::memory_order_release);
+  futex_wake(&wake_);
+  if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
+}
+
+void Shard::hand_over(OpState* op) {
+  while (!handovers_.push(op)) std::this_thread::yield();  // one entry per op slot, like submit
   wake_.fetch_add(1, std::memory_order_release);
   futex_wake(&wake_);
   if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
@@ -189,7 +197,7 @@ bool Shard::step() {
   if (engine_.broken() && !failed_) fail_everything(engine_.broken_status());
 
   OpState* op = nullptr;
-  while (submissions_.pop(&op)) {
+  while (submissions_.pop(&op) || handovers_.pop(&op)) {
     start_op(op);
     progressed = true;
   }
@@ -427,12 +435,21 @@ void Engine::stop() {
 }
 
 void Engine::submit(OpState* op) {
+  prepare_for_shards(op);
+  for (auto& s : shards_) s->submit(op);
+}
+
+void Engine::hand_over(OpState* op) {
+  prepare_for_shards(op);
+  for (auto& s : shards_) s->hand_over(op);
+}
+
+void Engine::prepare_for_shards(OpState* op) {
   op->shard_lanes_left.assign(shards_.size(), 0);
   op->shard_stats.assign(shards_.size(), OpStats{});
   for (std::size_t i = 0; i < shards_.size(); ++i) op->shard_lanes_left[i] = shards_[i]->worker_lanes();
   op->shards_left.store(static_cast<std::uint32_t>(shards_.size()), std::memory_order_relaxed);
   op->busy.store(1, std::memory_order_release);
-  for (auto& s : shards_) s->submit(op);
 }
 
 void Engine::break_with(const Status& reason) {

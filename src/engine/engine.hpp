@@ -41,6 +41,9 @@ class Shard {
   void stop();
   // Calling thread: hand over an op (never fails: the queue holds max_inflight entries).
   void submit(OpState* op);
+  // The same from the collective thread (the block-sparse part of a hybrid allreduce), through a
+  // queue of its own: each queue has one producer.
+  void hand_over(OpState* op);
   std::uint32_t worker_lanes() const noexcept { return worker_.lanes_here(); }
   void add_traffic(TrafficStats* total) const noexcept;
   // For the co-located aggregator: this process's own worker state of an op, or null.
@@ -65,6 +68,7 @@ class Shard {
   agg::Aggregator aggregator_;
   algo::BlockSparseWorker worker_;
   SpscQueue<OpState*> submissions_;
+  SpscQueue<OpState*> handovers_;  // from the collective thread
   std::vector<OpState*> active_;  // ops running on this shard, oldest first
   // Ops whose lanes are done but whose zero-copy sends may still read the user's buffer: they
   // complete once the channel says that memory is released.
@@ -108,6 +112,9 @@ class Engine {
   std::uint32_t slot_count() const noexcept { return static_cast<std::uint32_t>(ops_.size()); }
   // Calling thread: hand a prepared op to every shard.
   void submit(OpState* op);
+  // Collective thread: the same (the block-sparse part of a hybrid allreduce, whose op slot the
+  // calling thread reserved).
+  void hand_over(OpState* op);
 
   // Failure that leaves the communicator unusable (peer death, timeout, protocol violation).
   void break_with(const Status& reason);
@@ -117,6 +124,7 @@ class Engine {
 
  private:
   friend class Shard;
+  void prepare_for_shards(OpState* op);
   EngineConfig config_;
   std::vector<std::unique_ptr<OpState>> ops_;
   std::vector<std::unique_ptr<Shard>> shards_;

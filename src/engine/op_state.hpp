@@ -57,6 +57,16 @@ struct OpState {
   std::string abort_reason;
   Clock::time_point deadline;
   std::vector<std::uint64_t> bitmap;   // non-zero blocks (capacity reused across ops)
+  // Hybrid allreduce: stripes of stripe_blocks blocks whose bit is set in dense_stripes go the
+  // dense way on the collective thread; their bits in `bitmap` are cleared and block-sparse
+  // leaves their part of recv alone. stripe_blocks 0: no stripe is dense.
+  std::uint32_t stripe_blocks = 0;
+  std::vector<std::uint64_t> dense_stripes;
+  bool in_dense_stripe(std::uint64_t block) const noexcept {
+    if (stripe_blocks == 0) return false;
+    const std::uint64_t s = block / stripe_blocks;
+    return (dense_stripes[s / 64] >> (s % 64)) & 1;
+  }
   std::vector<WorkerLane> lanes;       // every lane; each shard uses only its own
   std::vector<std::byte> scratch;      // per lane: header + window indices (64 + 8*fusion bytes)
   transport::UserMemory user_memory;   // `send` registered for zero-copy sends; len 0 = copy

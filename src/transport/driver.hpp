@@ -90,6 +90,16 @@ class Channel {
   virtual const Status& error() const = 0;
   // Packet and loss counters of this channel (drivers without packets keep the zeros).
   virtual ChannelCounters counters() const { return {}; }
+  // True when this channel can read every peer's memory in place (read_peer_memory): the shm
+  // driver's peers are processes of this host, whose memory process_vm_readv copies from (after
+  // a check at setup that every peer allowed it). The same on every process of a job.
+  virtual bool reads_peer_memory() const { return false; }
+  // Copies `bytes` at address `remote` in `peer`'s address space to `local`: one copy, no message.
+  // Errors (the peer is gone, the address is not mapped there) name the peer.
+  virtual Status read_peer_memory(std::uint32_t peer, std::uint64_t remote, void* local, std::size_t bytes) {
+    (void)peer, (void)remote, (void)local, (void)bytes;
+    return Status(ErrorCode::unsupported, "this transport cannot read a peer's memory");
+  }
 };
 
 // Who a process is; published through the store by every process at setup.

@@ -1,7 +1,5 @@
 #include "transport/setup_util.hpp"
 
-#include <cstring>
-
 #include "control/store.hpp"
 
 namespace sparcoll::transport {
@@ -68,15 +66,6 @@ Status gather_peer_keys(const DriverContext& ctx, const std::vector<std::uint32_
   }
   *values = std::move(found);
   return Status::Ok();
-}
-
-std::string errno_text(int err) {
-  char buffer[128];
-  // GNU strerror_r returns a pointer that may or may not be `buffer`.
-  std::string text = strerror_r(err, buffer, sizeof buffer);
-  // Log lines and messages are lowercase: "connection refused".
-  if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') text[0] = static_cast<char>(text[0] - 'A' + 'a');
-  return text;
 }
 
 }  // namespace sparcoll::transport

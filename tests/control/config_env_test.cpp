@@ -91,8 +91,8 @@ TEST_F(ConfigEnv, EveryOptionsFieldHasARow) {
   // elsewhere (SIMD level, test build dir, the rdma VM scripts' knobs).
   int fields = 0;
   for (const ConfigVariable& v : config_variables()) fields += v.parse != nullptr;
-  EXPECT_EQ(fields, 34);
-  EXPECT_EQ(config_variables().size(), 42u);
+  EXPECT_EQ(fields, 36);
+  EXPECT_EQ(config_variables().size(), 44u);
 }
 
 TEST_F(ConfigEnv, IntegersAreStrict) {
@@ -140,7 +140,7 @@ TEST_F(ConfigEnv, EnumerationsAreChecked) {
   set("SPARCOLL_ALGO", "rings");
   EXPECT_EQ(from_env_error(),
             "SPARCOLL_ALGO='rings': expected one of block_sparse, auto, ring, butterfly, ssar_recursive_doubling, "
-            "ssar_split_allgather, dsar_split_allgather");
+            "ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid");
   set("SPARCOLL_ALGO", "block_sparse");
   set("SPARCOLL_ROLE", "master");
   EXPECT_EQ(from_env_error(), "SPARCOLL_ROLE='master': expected worker or aggregator");

@@ -160,6 +160,32 @@ TEST(DpdkWire, EveryFieldIsChecked) {
   EXPECT_EQ(parse_frame(frame.data(), frame.size(), expect_for(h), true, false, &got), Verdict::ok);
 }
 
+// Found by tests/fuzz/fuzz_dpdk_wire (corpus: crash-mac-text-*, crash-ipv4-text-after-nul):
+// peers publish their addresses as text; sscanf and inet_pton read a C string, so text after
+// a NUL was ignored, and sscanf's %x took signs and blanks ("-1" as ff).
+TEST(DpdkWire, AddressTextIsExact) {
+  MacAddr mac;
+  EXPECT_TRUE(parse_mac("02:53:43:00:00:01", &mac));
+  EXPECT_EQ(mac_text(mac), "02:53:43:00:00:01");
+  EXPECT_TRUE(parse_mac("2:A:b:0:00:ff", &mac));
+  EXPECT_EQ(mac_text(mac), "02:0a:0b:00:00:ff");
+  for (const std::string& bad : {std::string("02:53:43:00:00:01\0junk", 22), std::string("-1:02:03:04:05:06"),
+                                std::string("+1:02:03:04:05:06"), std::string(" 1:02:03:04:05:06"),
+                                std::string("01:02:03:04:05:06 "), std::string("001:02:03:04:05:06"),
+                                std::string("01:02:03:04:05"), std::string("01:02:03:04:05:06:07"),
+                                std::string("0x:02:03:04:05:06"), std::string("")}) {
+    MacAddr untouched = mac;
+    EXPECT_FALSE(parse_mac(bad, &untouched)) << "\"" << bad << "\"";
+    EXPECT_EQ(untouched, mac);
+  }
+  std::uint32_t ip = 0;
+  EXPECT_TRUE(parse_ipv4("10.0.0.2", &ip));
+  EXPECT_EQ(ip, 0x0a000002u);
+  for (const std::string& bad : {std::string("90.0.0.0\0\x01", 10), std::string("10.0.0.2 "), std::string("10.0.0"),
+                                std::string("010.0.0.2"), std::string("256.0.0.1")})
+    EXPECT_FALSE(parse_ipv4(bad, &ip)) << "\"" << bad << "\"";
+}
+
 TEST(DpdkEalArguments, DefaultsAndReplacements) {
   auto has = [](const std::vector<std::string>& args, const std::string& word) {
     for (const std::string& a : args)

@@ -6,9 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <new>
+#include <string>
 #include <vector>
 
+#include "../../drivers/shm/shm_channel.hpp"
 #include "../../drivers/shm/shm_ring.hpp"
 #include "../../drivers/shm/shm_segment.hpp"
 #include "driver_cluster.hpp"
@@ -79,6 +83,202 @@ TEST(DriverShmRing, CorruptRecordIsReported) {
   const std::byte* data = nullptr;
   std::uint32_t len = 0;
   EXPECT_EQ(reader.next(&data, &len), RingReader::Next::corrupt);
+}
+
+// Found by review after fuzz_tcp_wire found the same in the tcp channel: a corrupt record failed
+// the poll that met it, and the good messages before it, already handed out, were lost with it.
+TEST(DriverShmChannel, MessagesBeforeACorruptRecordAreDelivered) {
+  constexpr std::uint64_t kCapacity = 256;
+  LocalRing ring(kCapacity);
+  RingWriter writer(ring.control, ring.data, kCapacity);
+  for (const std::string text : {"first", "second message"}) {
+    struct iovec iov = {const_cast<char*>(text.data()), text.size()};
+    ASSERT_TRUE(writer.try_write(&iov, 1, static_cast<std::uint32_t>(text.size())));
+  }
+  // A third record claiming more than the max message, published.
+  const std::uint64_t tail = ring.control->tail.load();
+  const transport::shm::RecordHeader bogus{1000, transport::shm::kRecordMessage};
+  std::memcpy(ring.data + tail, &bogus, sizeof bogus);
+  ring.control->tail.store(tail + 16, std::memory_order_release);
+
+  std::atomic<std::uint32_t> closed{0};
+  std::vector<transport::shm::PeerLink> links(1);
+  links[0].index = 1;
+  links[0].label = "rank 1 (pid 1)";
+  links[0].in = RingReader(ring.control, ring.data, kCapacity, 64);
+  links[0].closed = &closed;
+  transport::shm::ShmChannel channel(0, 64, 2, std::move(links));
+  transport::ReceivedMessage got[4];
+  ASSERT_EQ(channel.poll(got, 4), 2) << channel.error().to_string();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(got[0].data), got[0].size), "first");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(got[1].data), got[1].size), "second message");
+  EXPECT_EQ(channel.poll(got, 4), -1);
+  EXPECT_EQ(channel.error().code(), ErrorCode::protocol_error) << channel.error().to_string();
+  EXPECT_NE(channel.error().message().find("rank 1"), std::string::npos) << channel.error().message();
+}
+
+// Found by tests/fuzz/fuzz_shm_ring (corpus: crash-writer-trusts-head): the consumer's head is
+// written by another process; one ahead of the writer's tail made the free space wrap to a huge
+// number, and a message larger than the ring was copied past its end.
+TEST(DriverShmRing, WriterStaysInsideTheRingWhateverTheHead) {
+  constexpr std::uint64_t kCapacity = 64;
+  constexpr std::size_t kGuard = 256;
+  std::byte payload[200] = {};
+  // The writer reads the head when it attaches and again whenever the ring looks full.
+  for (const bool fill_first : {false, true}) {
+    for (const std::uint64_t head : {std::uint64_t{1000}, std::uint64_t{8}, std::uint64_t{1}}) {  // ahead of the tail
+      std::vector<std::uint64_t> memory((sizeof(RingControl) + kCapacity + kGuard) / 8);
+      auto* control = new (memory.data()) RingControl{};
+      auto* data = reinterpret_cast<std::byte*>(control + 1);
+      std::memset(data + kCapacity, 0xaa, kGuard);
+      if (!fill_first) control->head.store(head, std::memory_order_relaxed);
+      RingWriter writer(control, data, kCapacity);
+      std::uint64_t base = 0;
+      if (fill_first) {
+        struct iovec iov = {payload, 56};
+        ASSERT_TRUE(writer.try_write(&iov, 1, 56));  // 64 bytes: the ring is full
+        base = 64;
+        control->head.store(base + head, std::memory_order_release);
+      }
+      for (const std::uint32_t len : {0u, 8u, 56u, 60u, 200u}) {
+        struct iovec iov = {payload, len};
+        EXPECT_FALSE(writer.try_write(&iov, 1, len)) << "head " << base + head << ", message of " << len << " bytes";
+      }
+      for (std::size_t i = 0; i < kGuard; ++i)
+        ASSERT_EQ(data[kCapacity + i], std::byte{0xaa}) << "byte " << i << " past the ring";
+      // A sane head again: the ring works.
+      control->head.store(base, std::memory_order_release);
+      struct iovec iov = {payload, 8};
+      EXPECT_TRUE(writer.try_write(&iov, 1, 8));
+    }
+  }
+}
+
+// Found by tests/fuzz/fuzz_shm_ring (corpus: crash-unaligned-counters): both ends start from the
+// counters in shared memory, which a peer may have written before they attach; a counter that
+// is not a multiple of 8 put a record header across the end of the ring.
+TEST(DriverShmRing, UnalignedCountersAtAttachAreCorrupt) {
+  constexpr std::uint64_t kCapacity = 64;
+  constexpr std::size_t kGuard = 64;
+  std::vector<std::uint64_t> memory((sizeof(RingControl) + kCapacity + kGuard) / 8);
+  auto* control = new (memory.data()) RingControl{};
+  auto* data = reinterpret_cast<std::byte*>(control + 1);
+  std::memset(data + kCapacity, 0xaa, kGuard);
+  control->tail.store(kCapacity - 3, std::memory_order_relaxed);
+  control->head.store(kCapacity - 3, std::memory_order_relaxed);
+  RingWriter writer(control, data, kCapacity);
+  std::byte payload[16] = {};
+  struct iovec iov = {payload, sizeof payload};
+  EXPECT_FALSE(writer.try_write(&iov, 1, sizeof payload));
+  for (std::size_t i = 0; i < kGuard; ++i) ASSERT_EQ(data[kCapacity + i], std::byte{0xaa}) << "byte " << i << " past the ring";
+  RingReader reader(control, data, kCapacity, 32);
+  control->tail.store(kCapacity + 13, std::memory_order_release);
+  const std::byte* got = nullptr;
+  std::uint32_t len = 0;
+  EXPECT_EQ(reader.next(&got, &len), RingReader::Next::corrupt);
+}
+
+// A peer's segment laid out as Segment::create does, in 64-byte aligned memory (a mapping is
+// page aligned), for check_segment.
+struct SegmentImage {
+  SegmentImage(std::uint32_t owner, std::uint32_t rings, std::uint64_t ring_bytes)
+      : size(transport::shm::segment_first_ring_offset(rings) + rings * transport::shm::segment_ring_stride(ring_bytes)),
+        memory(size / 64 + 1) {
+    auto* header = new (memory.data()) transport::shm::SegmentHeader{};
+    header->magic = transport::shm::kSegmentMagic;
+    header->version = transport::shm::kSegmentVersion;
+    header->owner_index = owner;
+    header->ring_count = rings;
+    header->max_message = 64;
+    header->ring_bytes = ring_bytes;
+    header->total_bytes = size;
+    for (std::uint32_t i = 0; i < rings; ++i)
+      table()[i] = transport::shm::RingEntry{i, 0, transport::shm::segment_first_ring_offset(rings) +
+                                                       i * transport::shm::segment_ring_stride(ring_bytes)};
+  }
+  transport::shm::RingEntry* table() {
+    return reinterpret_cast<transport::shm::RingEntry*>(bytes() + transport::shm::segment_table_offset());
+  }
+  std::byte* bytes() { return reinterpret_cast<std::byte*>(memory.data()); }
+  Status check(std::uint32_t owner) {
+    transport::shm::SegmentLayout layout;
+    return transport::shm::check_segment(bytes(), size, owner, "rank 1", "/test", &layout);
+  }
+
+  struct alignas(64) Line {
+    std::byte b[64];
+  };
+  std::uint64_t size;
+  std::vector<Line> memory;
+};
+
+TEST(DriverShmSegment, ALaidOutSegmentIsAccepted) {
+  SegmentImage image(1, 3, 128);
+  EXPECT_TRUE(image.check(1).ok()) << image.check(1).to_string();
+  EXPECT_EQ(image.check(2).code(), ErrorCode::protocol_error);  // another process's segment
+}
+
+// Found by tests/fuzz/fuzz_shm_segment (corpus: crash-ring-offset-wraps): a ring offset near
+// 2^64 made offset + ring size wrap to a small number, so the check passed and the writer would
+// have written far outside the mapping.
+TEST(DriverShmSegment, RingOffsetThatWrapsIsRefused) {
+  SegmentImage image(1, 2, 64);
+  image.table()[1].offset = ~std::uint64_t{63};  // 2^64 - 64: 64-byte aligned, past the table
+  const Status status = image.check(1);
+  EXPECT_EQ(status.code(), ErrorCode::protocol_error) << status.to_string();
+  EXPECT_NE(status.message().find("ring 1 lies outside the segment"), std::string::npos) << status.message();
+}
+
+// Found by tests/fuzz/fuzz_shm_ring (corpus: crash-tail-behind-head): the producer's tail is
+// another process's word; one moved back behind the reader (or more than a ring ahead) made the
+// published-bytes check wrap and pass, and records never published were handed out.
+TEST(DriverShmRing, TailOutsideOneRingAheadIsCorrupt) {
+  constexpr std::uint64_t kCapacity = 256;
+  for (const std::uint64_t tail : {std::uint64_t{8}, std::uint64_t{kCapacity + 32 + 8}, ~std::uint64_t{0}}) {
+    LocalRing ring(kCapacity);
+    RingWriter writer(ring.control, ring.data, kCapacity);
+    RingReader reader(ring.control, ring.data, kCapacity, 64);
+    std::byte payload[24] = {};
+    struct iovec iov = {payload, sizeof payload};
+    ASSERT_TRUE(writer.try_write(&iov, 1, sizeof payload));  // one 32-byte record
+    const std::byte* data = nullptr;
+    std::uint32_t len = 0;
+    ASSERT_EQ(reader.next(&data, &len), RingReader::Next::message);
+    ASSERT_EQ(reader.next(&data, &len), RingReader::Next::empty);
+    // A well-formed record after the first one, published by a tail outside [32, 32 + ring].
+    const transport::shm::RecordHeader record{8, transport::shm::kRecordMessage};
+    std::memcpy(ring.data + 32, &record, sizeof record);
+    ring.control->tail.store(tail, std::memory_order_release);
+    EXPECT_EQ(reader.next(&data, &len), RingReader::Next::corrupt) << "tail " << tail;
+  }
+}
+
+// Found by review while writing tests/fuzz/fuzz_shm_segment: Segment::ring() read the ring count
+// and table from the mapping again after open() had checked them, so the owner could rewrite
+// them afterwards and point a writer anywhere. Only the checked copy is used now.
+TEST(DriverShmSegment, OpenUsesTheTableItChecked) {
+  const std::string name = "/sparcoll-test-table-" + std::to_string(getpid());
+  transport::shm::Segment owner_side;
+  ASSERT_TRUE(transport::shm::Segment::create(name, 1, 64, 256, {{0, 0}, {2, 0}}, &owner_side).ok());
+  transport::shm::Segment writer_side;
+  const Status opened = transport::shm::Segment::open(name, 1, "rank 1", &writer_side);
+  ASSERT_TRUE(opened.ok()) << opened.to_string();
+  auto offset_of = [&](RingControl* ring) {
+    return reinterpret_cast<std::byte*>(ring) - reinterpret_cast<std::byte*>(writer_side.header());
+  };
+  const auto ring0 = offset_of(writer_side.ring(0, 0));
+  const auto ring2 = offset_of(writer_side.ring(2, 0));
+  // The owner rewrites everything the writer checked.
+  transport::shm::SegmentHeader* header = owner_side.header();
+  header->ring_count = 1u << 20;
+  header->ring_bytes = std::uint64_t{1} << 40;
+  auto* table = reinterpret_cast<transport::shm::RingEntry*>(reinterpret_cast<std::byte*>(header) +
+                                                             transport::shm::segment_table_offset());
+  table[0].offset = table[1].offset = std::uint64_t{1} << 62;
+  EXPECT_EQ(offset_of(writer_side.ring(0, 0)), ring0);
+  EXPECT_EQ(offset_of(writer_side.ring(2, 0)), ring2);
+  EXPECT_EQ(writer_side.ring(3, 0), nullptr);
+  EXPECT_EQ(writer_side.ring_bytes(), 256u);
 }
 
 ClusterConfig shm_config() {

@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../../drivers/tcp/tcp_channel.hpp"
 #include "../../drivers/tcp/tcp_wire.hpp"
 #include "driver_cluster.hpp"
 
@@ -247,6 +249,39 @@ TEST(DriverTcp, OversizedFrameIsAProtocolErrorNamingThePeer) {
   EXPECT_EQ(channel.error().code(), ErrorCode::protocol_error) << channel.error().to_string();
   EXPECT_NE(channel.error().message().find("rank 0"), std::string::npos) << channel.error().message();
   EXPECT_NE(channel.error().message().find("4097"), std::string::npos) << channel.error().message();
+}
+
+// Found by tests/fuzz/fuzz_tcp_wire (corpus: crash-frames-before-corrupt-frame): a corrupt
+// frame failed the poll that read it, and the good frames before it in the same read, already
+// handed out, were lost with it.
+TEST(DriverTcp, FramesBeforeACorruptFrameAreDelivered) {
+  for (const transport::tcp::FrameHeader bad : {transport::tcp::FrameHeader{0, 1}, transport::tcp::FrameHeader{2000, 0}}) {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    std::string stream;
+    for (const std::string payload : {"first", "second message"}) {
+      const transport::tcp::FrameHeader h{static_cast<std::uint32_t>(payload.size()), 0};
+      stream.append(reinterpret_cast<const char*>(&h), sizeof h);
+      stream += payload;
+      stream.resize(stream.size() + (8 - payload.size() % 8) % 8, '\0');
+    }
+    stream.append(reinterpret_cast<const char*>(&bad), sizeof bad);
+    ASSERT_EQ(write(fds[1], stream.data(), stream.size()), static_cast<ssize_t>(stream.size()));
+    std::vector<transport::tcp::PeerConnection> peers(1);
+    peers[0].index = 1;
+    peers[0].label = "rank 1";
+    peers[0].fd = fds[0];
+    std::unique_ptr<transport::tcp::TcpChannel> channel;
+    ASSERT_TRUE(transport::tcp::TcpChannel::create(0, 1024, 2, std::move(peers), &channel).ok());
+    ReceivedMessage got[4];
+    ASSERT_EQ(channel->poll(got, 4), 2) << channel->error().to_string();
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(got[0].data), got[0].size), "first");
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(got[1].data), got[1].size), "second message");
+    EXPECT_EQ(channel->poll(got, 4), -1);
+    EXPECT_EQ(channel->error().code(), ErrorCode::protocol_error) << channel->error().to_string();
+    EXPECT_NE(channel->error().message().find("rank 1"), std::string::npos) << channel->error().message();
+    close(fds[1]);
+  }
 }
 
 }  // namespace

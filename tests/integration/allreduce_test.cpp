@@ -66,11 +66,76 @@ TEST_P(DenseAllreduceMatrix, EveryDtypeOpAndSize) {
 
 INSTANTIATE_TEST_SUITE_P(Dense, DenseAllreduceMatrix,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values("shm", "tcp"),
-                                            ::testing::Values("ring", "butterfly")),
+                                            ::testing::Values("ring", "butterfly", "recursive_doubling")),
                          [](const auto& info) {
                            return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
                                   std::get<2>(info.param);
                          });
+
+// The hybrid allreduce: stripes of one tensor split between block-sparse and the dense path.
+// SPARCOLL_HYBRID_DENSE_PERCENT 0 sends every stripe dense, 101 none, 40 (the default) splits
+// dense_half tensors (dense first half, sparse second half) and follows the density elsewhere.
+// Sizes above 512 blocks make several stripes; min and max check the stripes' zeros.
+class HybridAllreduceMatrix : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+
+TEST_P(HybridAllreduceMatrix, EveryDtypeOpSizeDensityAndPattern) {
+  const auto& [ranks, transport, percent] = GetParam();
+  std::vector<std::string> args = {"--algo", "hybrid", "--sizes", "0,1,1283,400003", "--densities", "0,0.5,1",
+                                   "--patterns", "random,dense_half", "--inflight", "3"};
+  expect_passed(run_check(ranks, transport, 0, args, {"SPARCOLL_HYBRID_DENSE_PERCENT=" + percent}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Hybrid, HybridAllreduceMatrix,
+                         ::testing::Combine(::testing::Values(1, 2, 3), ::testing::Values("shm", "tcp"),
+                                            ::testing::Values("0", "40", "101")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
+                                  std::get<2>(info.param) + "percent";
+                         });
+
+// More ranks (oversubscribed cores): the split case only, fewer sizes.
+TEST(HybridAllreduce, FourAndFiveRanksSplitTheStripes) {
+  for (const int ranks : {4, 5})
+    for (const char* transport : {"shm", "tcp"})
+      expect_passed(run_check(ranks, transport, 0,
+                              {"--algo", "hybrid", "--sizes", "1,400003", "--densities", "0.01,1", "--patterns",
+                               "dense_half", "--ops", "sum,min", "--inflight", "3"}));
+}
+
+// With dedicated aggregators the block-sparse half runs through them and the dense half
+// between the workers.
+TEST(HybridAllreduce, WithDedicatedAggregators) {
+  expect_passed(run_check(3, "shm", 2,
+                          {"--algo", "hybrid", "--sizes", "1,400003", "--densities", "0.01,1", "--patterns",
+                           "dense_half,random"}));
+}
+
+// The direct algorithm reads peers' memory in place: shm only. A size above one piece (32768
+// elements) so chunks are read in several pieces.
+class DirectAllreduceMatrix : public ::testing::TestWithParam<int> {};
+
+TEST_P(DirectAllreduceMatrix, EveryDtypeOpAndSize) {
+  expect_passed(run_check(GetParam(), "shm", 0,
+                          {"--algo", "direct", "--sizes", "0,1,255,257,1283,100003", "--densities", "0,0.1,1",
+                           "--patterns", "random", "--inflight", "3"}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Direct, DirectAllreduceMatrix, ::testing::Values(1, 2, 3, 4, 5, 8),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// Over a transport that cannot read peers' memory, or when the user turned it off, the direct
+// algorithm is refused on every rank with a message that says why; the communicator goes on.
+TEST(DirectAllreduce, UnsupportedWhereTheTransportCannotReadPeersMemory) {
+  for (const std::vector<std::string>& env :
+       {std::vector<std::string>{"SPARCOLL_TRANSPORT=tcp"},
+        std::vector<std::string>{"SPARCOLL_TRANSPORT=shm", "SPARCOLL_SHM_PEER_READS=off"}}) {
+    const LaunchResult r = launch({"-n", "2", "--", build_path("tests/integration/sparcoll-check"), "--algo", "direct",
+                                   "--sizes", "1000", "--densities", "1", "--patterns", "random"},
+                                  env, std::chrono::seconds(60));
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE((r.out + r.err).find("reads peers' memory in place"), std::string::npos) << r.out << r.err;
+  }
+}
 
 // The SparCML algorithms (dense input converted to sparse, the dense result written whole):
 // ranks x transport x algorithm, exact against the same reference, bitwise equal on every rank.

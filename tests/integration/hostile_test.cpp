@@ -71,7 +71,7 @@ TEST(Hostile, AJobWhoseRank0HostsTheStoreFinishesExactUnderAttack) {
     std::vector<std::unique_ptr<Launcher>> owned;
     for (int rank = 0; rank < 2; ++rank) {
       owned.push_back(std::make_unique<Launcher>(
-          perf_args("4000"),
+          perf_args("20000"),
           std::vector<std::string>{"SPARCOLL_RANK=" + std::to_string(rank), "SPARCOLL_WORLD_SIZE=2",
                                    "SPARCOLL_STORE=" + store, "SPARCOLL_JOB_TOKEN=a-secret-the-attacker-lacks",
                                    std::string("SPARCOLL_TRANSPORT=") + transport},

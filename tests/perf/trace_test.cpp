@@ -16,6 +16,10 @@
 
 #include "trace.hpp"
 
+#if __has_include(<zlib.h>)
+#include <zlib.h>
+#endif
+
 namespace {
 
 using sparcoll::perf::GradientTrace;
@@ -309,5 +313,101 @@ TEST_F(StoredTrace, DamagedFilesGiveClearErrors) {
   EXPECT_TRUE(error.empty());
   EXPECT_EQ(t.records.size(), static_cast<std::size_t>(kWorkers) * kSteps);
 }
+
+// A trace file from its parts (perf/data/README.md), sealed with its CRC and end marker.
+struct TraceFile {
+  std::vector<char> bytes;
+  void u32(std::uint32_t v) { put(v, 4); }
+  void u64(std::uint64_t v) { put(v, 8); }
+  void raw(const std::vector<unsigned char>& b) { bytes.insert(bytes.end(), b.begin(), b.end()); }
+  void put(std::uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) bytes.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  // magic, version 1, shape, bf16, an empty description, no parameter table
+  TraceFile(std::uint32_t workers, std::uint32_t steps, std::uint32_t block_elems, std::uint64_t elements) {
+    for (char c : std::string("SPCTRACE")) bytes.push_back(c);
+    u32(1);
+    u32(workers);
+    u32(steps);
+    u32(block_elems);
+    u64(elements);
+    u32(2);
+    u32(0);
+    u32(0);
+  }
+  std::vector<unsigned char> sealed() {
+    std::vector<char> f = bytes;
+    f.resize(f.size() + 12);
+    const std::string end("SPCTEND\0", 8);
+    std::copy(end.begin(), end.end(), f.end() - 8);
+    reseal(&f);
+    return {f.begin(), f.end()};
+  }
+};
+
+// Loads `file` from memory; expects a refusal naming `fragment`. Skips without zlib.
+void expect_refused_bytes(const std::vector<unsigned char>& file, const std::string& fragment) {
+  GradientTrace t;
+  std::string error;
+  const bool loaded = sparcoll::perf::load_trace_bytes(file, "crafted.sgtrace", &t, &error);
+  if (error.find("without zlib") != std::string::npos) GTEST_SKIP() << error;
+  EXPECT_FALSE(loaded);
+  EXPECT_NE(error.find(fragment), std::string::npos) << "error was: " << error;
+  EXPECT_TRUE(t.records.empty());
+}
+
+// Found by tests/fuzz/fuzz_trace (corpus: crash-shape-without-records): the reader made room for
+// workers x steps records before reading any, so a 60-byte file claiming 65536 x 65536 of them
+// asked for 200 GB.
+TEST(TraceReader, AShapeTheFileCannotHoldIsTruncated) {
+  TraceFile f(65536, 65536, 4, 10);
+  expect_refused_bytes(f.sealed(), "truncated: 65536 workers x 65536 steps need 4294967296 records");
+}
+
+// Found by tests/fuzz/fuzz_trace (corpus: crash-counts-claim-gigabytes): the inflate buffer was
+// sized from the record's claimed counts (2 bytes per element of every claimed block), so a
+// record of a few bytes claiming 65536 blocks of 2^20 elements asked for 128 GiB before
+// inflating anything.
+TEST(TraceReader, ClaimedCountsDoNotSizeTheInflateBuffer) {
+  TraceFile f(1, 1, 1u << 20, std::uint64_t{1} << 36);  // 65536 blocks, an 8 KiB bitmap
+  f.u32(0);      // step
+  f.u32(0);      // worker
+  f.u32(65536);  // non-zero blocks: all of them
+  const std::vector<unsigned char> one_zero_byte = {0x78, 0xda, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01};
+  f.u32(static_cast<std::uint32_t>(one_zero_byte.size()));
+  f.raw(one_zero_byte);
+  expect_refused_bytes(f.sealed(), "payload shorter than its block bitmap");
+}
+
+#if __has_include(<zlib.h>)
+// The inflate buffer starts at 4 KiB (or 4 times the compressed bytes) and grows with the data:
+// a record that compresses 1000:1 must still come out whole.
+TEST(TraceReader, ARecordFarLargerThanItsCompressedBytesInflatesWhole) {
+  constexpr std::uint32_t kBlocks = 256, kBlock = 256;
+  TraceFile f(1, 1, kBlock, std::uint64_t{kBlocks} * kBlock);
+  std::vector<unsigned char> raw(kBlocks / 8, 0xff);   // every block non-zero
+  raw.resize(raw.size() + kBlocks * kBlock, 0x3f);     // high bytes of 1.0 (0x3f80)
+  raw.resize(raw.size() + kBlocks * kBlock, 0x80);     // low bytes
+  uLongf packed_len = compressBound(static_cast<uLong>(raw.size()));
+  std::vector<unsigned char> packed(packed_len);
+  ASSERT_EQ(compress2(packed.data(), &packed_len, raw.data(), static_cast<uLong>(raw.size()), 9), Z_OK);
+  packed.resize(packed_len);
+  ASSERT_LT(4 * packed.size(), raw.size() / 8);
+  f.u32(0);
+  f.u32(0);
+  f.u32(kBlocks);
+  f.u32(static_cast<std::uint32_t>(packed.size()));
+  f.raw(packed);
+  GradientTrace t;
+  std::string error;
+  const bool loaded = sparcoll::perf::load_trace_bytes(f.sealed(), "compressible.sgtrace", &t, &error);
+  if (error.find("without zlib") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_TRUE(loaded) << error;
+  ASSERT_EQ(t.records.size(), 1u);
+  EXPECT_EQ(t.records[0].blocks.size(), kBlocks);
+  ASSERT_EQ(t.records[0].values.size(), std::size_t{kBlocks} * kBlock);
+  for (const std::uint16_t v : t.records[0].values) ASSERT_EQ(v, 0x3f80);
+}
+#endif
 
 }  // namespace

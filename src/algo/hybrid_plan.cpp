@@ -1,0 +1,30 @@
+#include "algo/hybrid_plan.hpp"
+
+#include <algorithm>
+
+namespace sparcoll::algo {
+
+std::uint32_t stripe_blocks_for(std::uint64_t nblocks) {
+  constexpr std::uint64_t kMinBlocks = 512, kMaxStripes = 64;
+  std::uint64_t per = (nblocks + kMaxStripes - 1) / kMaxStripes;
+  per = (per + 63) / 64 * 64;
+  return static_cast<std::uint32_t>(std::max(per, kMinBlocks));
+}
+
+void plan_dense_stripes(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes, std::uint64_t nblocks,
+                        std::uint32_t stripe_blocks, std::uint32_t dense_percent, std::vector<std::uint64_t>* dense) {
+  dense->assign((stripes + 63) / 64, 0);
+  for (std::uint32_t s = 0; s < stripes; ++s) {
+    const std::uint64_t first = std::uint64_t{s} * stripe_blocks;
+    const double blocks = static_cast<double>(std::min<std::uint64_t>(stripe_blocks, nblocks - first));
+    double all_zero = 1.0;  // the chance a block is zero on every rank
+    for (std::uint32_t r = 0; r < ranks; ++r)
+      all_zero *= 1.0 - std::min(1.0, counts[std::size_t{r} * stripes + s] / blocks);
+    // In percent, compared as integers after rounding down: the same on every rank whatever the
+    // last bit of a double (the table is the same bits everywhere, and so is this arithmetic).
+    const auto union_percent = static_cast<std::uint32_t>((1.0 - all_zero) * 100.0);
+    if (union_percent >= dense_percent) (*dense)[s / 64] |= std::uint64_t{1} << (s % 64);
+  }
+}
+
+}  // namespace sparcoll::algo

@@ -1,0 +1,24 @@
+// Which stripes of a hybrid allreduce go the dense way. Every rank computes it from the same
+// table (every rank's count of non-zero blocks per stripe, exchanged at the start), so every
+// rank reaches the same plan.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace sparcoll::algo {
+
+// counts[r * stripes + s]: rank r's non-zero blocks in stripe s (stripe_blocks blocks, the last
+// one shorter when nblocks is not a multiple). A stripe goes dense when its union block density,
+// estimated as if the ranks' blocks were independent (1 - prod(1 - d_r)), is at least
+// dense_percent / 100: real gradients overlap more than that (workers share their hot rows), so
+// the estimate errs toward dense, which is never slower than the dense allreduce. Sets bit s of
+// *dense (resized to whole words).
+void plan_dense_stripes(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes, std::uint64_t nblocks,
+                        std::uint32_t stripe_blocks, std::uint32_t dense_percent, std::vector<std::uint64_t>* dense);
+
+// Blocks per stripe for a tensor of nblocks: a multiple of 64 (whole bitmap words), at least 512
+// blocks, at most 64 stripes.
+std::uint32_t stripe_blocks_for(std::uint64_t nblocks);
+
+}  // namespace sparcoll::algo

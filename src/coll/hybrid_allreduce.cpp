@@ -1,0 +1,122 @@
+// The hybrid allreduce on the collective thread: every stripe of the tensor goes the way that
+// costs least for its density. The calling thread scanned the tensor once (the block-sparse
+// bitmap) and counted each stripe's non-zero blocks; here
+//   1. every rank's counts are exchanged (one small message to every peer), and every rank
+//      computes the same plan from the same table (algo/hybrid_plan.hpp);
+//   2. the sparse stripes go to the block-sparse engine (the op slot the calling thread reserved,
+//      the dense stripes' bits cleared from its bitmap), which runs them on the progress threads
+//      while
+//   3. this thread runs each run of adjacent dense stripes through the best dense algorithm the
+//      transport has: direct (one copy, reading peers' memory) on shm, the ring elsewhere;
+//   4. the op completes once the block-sparse half has.
+// Each element is reduced by exactly one of the two paths, each bitwise identical on every rank,
+// so the result is too. docs/architecture.md, "Hybrid allreduce".
+#include <bit>
+#include <thread>
+
+#include "algo/hybrid_plan.hpp"
+#include "coll/executor.hpp"
+#include "engine/engine.hpp"
+
+namespace sparcoll::coll {
+namespace {
+
+constexpr std::uint32_t kCountsTag = 0;
+// Each dense run numbers its algorithm's tags from here up (Peers::set_tag_base).
+constexpr std::uint32_t kRunTagStride = 1u << 16;
+
+bool is_dense(const std::vector<std::uint64_t>& mask, std::uint32_t s) { return (mask[s / 64] >> (s % 64)) & 1; }
+
+}  // namespace
+
+void Executor::release_unused_sparse_part(CollOp& op) {
+  engine::OpState* part = op.hybrid.sparse_part;
+  if (part == nullptr || op.hybrid.handed_over) return;
+  op.hybrid.sparse_part = nullptr;
+  part->busy.store(0, std::memory_order_release);
+  part->busy.notify_all();
+}
+
+Status Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end) {
+  const std::size_t esize = dtype_size(op.dtype);
+  const auto* send = static_cast<const std::byte*>(op.send) + begin * esize;
+  auto* recv = static_cast<std::byte*>(op.recv) + begin * esize;
+  const Algorithm algo = peers_.size() > 1 && peers_.reads_peer_memory() ? Algorithm::direct : Algorithm::ring;
+  if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg(algo, send, recv, end - begin);
+  return allreduce(algo, send, recv, end - begin, op.dtype, op.op);
+}
+
+Status Executor::hybrid_allreduce(CollOp& op) {
+  HybridArgs& h = op.hybrid;
+  engine::OpState& part = *h.sparse_part;
+  const std::uint32_t n = peers_.size(), r = peers_.rank();
+  const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
+
+  // 1. Every rank's counts, then the plan.
+  stripe_table_.assign(std::size_t{n} * stripes, 0);
+  std::copy(h.stripe_counts.begin(), h.stripe_counts.end(), stripe_table_.begin() + std::size_t{r} * stripes);
+  for (std::uint32_t p = 0; p < n; ++p) {
+    if (p == r) continue;
+    peers_.send(p, kCountsTag, h.stripe_counts.data(), stripes * 4);
+    peers_.recv(p, kCountsTag, stripe_table_.data() + std::size_t{p} * stripes, stripes * 4);
+  }
+  if (Status s = peers_.wait(); !s.ok()) return s;
+  const std::uint64_t nblocks = part.geometry.nblocks();
+  algo::plan_dense_stripes(stripe_table_.data(), n, stripes, nblocks, h.stripe_blocks,
+                           engine_->config().options.hybrid_dense_percent, &part.dense_stripes);
+  std::uint32_t dense_count = 0;
+  for (std::uint64_t word : part.dense_stripes) dense_count += static_cast<std::uint32_t>(std::popcount(word));
+
+  // 2. The sparse stripes to the engine, without the dense stripes' blocks.
+  std::shared_ptr<detail::RequestState> sparse_done;
+  if (dense_count < stripes) {
+    part.stripe_blocks = dense_count > 0 ? h.stripe_blocks : 0;
+    const std::uint32_t words_per_stripe = h.stripe_blocks / 64;
+    for (std::uint32_t s = 0; s < stripes && dense_count > 0; ++s) {
+      if (!is_dense(part.dense_stripes, s)) continue;
+      const std::size_t first = std::size_t{s} * words_per_stripe;
+      const std::size_t last = std::min(first + words_per_stripe, part.bitmap.size());
+      std::fill(part.bitmap.begin() + static_cast<std::ptrdiff_t>(first),
+                part.bitmap.begin() + static_cast<std::ptrdiff_t>(last), std::uint64_t{0});
+    }
+    sparse_done = std::make_shared<detail::RequestState>();
+    part.request = sparse_done;
+    h.handed_over = true;
+    engine_->hand_over(&part);
+  }
+
+  // 3. Each run of adjacent dense stripes through the dense path.
+  Status status;
+  const std::size_t elems_per_stripe = std::size_t{h.stripe_blocks} * part.geometry.block_elems;
+  std::uint32_t run = 0;
+  for (std::uint32_t s = 0; s < stripes && status.ok();) {
+    if (!is_dense(part.dense_stripes, s)) {
+      ++s;
+      continue;
+    }
+    std::uint32_t e = s;
+    while (e < stripes && is_dense(part.dense_stripes, e)) ++e;
+    const std::size_t begin = s * elems_per_stripe, end = std::min<std::size_t>(e * elems_per_stripe, op.count);
+    peers_.set_tag_base(kRunTagStride * ++run);
+    status = dense_part(op, begin, end);
+    hybrid_stats_.dense_elements += end - begin;
+    s = e;
+  }
+  peers_.set_tag_base(0);
+
+  // 4. The block-sparse half touches the caller's buffers until it completes: wait for it, and
+  //    meanwhile keep serving the channel (a packet transport's peers need our acknowledgements).
+  if (sparse_done) {
+    while (sparse_done->done.load(std::memory_order_acquire) == 0) {
+      if (!peers_.poll_idle()) std::this_thread::yield();
+    }
+    if (status.ok()) status = sparse_done->status;
+    hybrid_stats_.bytes_sent += sparse_done->stats.bytes_sent;
+    hybrid_stats_.bytes_received += sparse_done->stats.bytes_received;
+    hybrid_stats_.blocks_sent += sparse_done->stats.blocks_sent;
+    hybrid_stats_.blocks_received += sparse_done->stats.blocks_received;
+  }
+  return status;
+}
+
+}  // namespace sparcoll::coll
