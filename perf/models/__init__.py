@@ -1,11 +1,13 @@
 """The three models sparcoll measures itself on, one definition each, shared by
 scripts/make-gradient-trace (gradient traces) and perf/ddp_step_bench.py (DDP step time).
 
-Each module has NAME, DEFAULTS (hyperparameters and recorder settings) and a Task(cfg) that reads or generates the data and builds the model:
-  task.model(sparse)       the nn.Module; model(*batch) returns the mean loss; sparse=True gives
-                           its embeddings sparse COO gradients
-  task.batch(rng, gen)     one worker's batch from a NumPy Generator (and a torch Generator for
-                           the LSTM's sampled negatives)
+Each module has NAME, DEFAULTS (hyperparameters and recorder settings) and a Task(cfg) that
+reads or generates the data and builds the model:
+  task.model(sparse)             the nn.Module; model(*batch) returns the mean loss (so DDP's
+                                 forward is the loss); sparse=True gives its embeddings sparse
+                                 COO gradients
+  task.batch(rng, gen)           one worker's batch from a NumPy Generator (and a torch Generator
+                                 for the LSTM's sampled negatives)
   task.optimizer(model, sparse)  what the recorder and the benchmark train with
 """
 from . import lstm, rec, transformer
