@@ -93,7 +93,7 @@ void Executor::run() {
         continue;
       }
       const auto idle = Clock::now() - idle_since;
-      if (idle < std::chrono::milliseconds(5)) {
+      if (idle < std::chrono::microseconds(options_.idle_spin_us)) {
         sched_yield();
         continue;
       }
