@@ -21,7 +21,7 @@ namespace {
 
 struct Flags {
   std::vector<std::string> transports, algos;
-  bool out_of_place = false, register_send = false;
+  bool out_of_place = false, register_send = false, read_floor = false;
   sparcoll::perf::SweepOptions sweep;
 };
 
@@ -31,8 +31,11 @@ struct Flags {
                "usage: sparcoll-run -n N [--aggregators M] [--transport T] -- sparcoll-perf [flags]\n"
                "  --transport LIST      shm,tcp,... (default: the communicator's choice)\n"
                "  --algo LIST           block_sparse, auto, ring, butterfly, ssar_recursive_doubling,\n"
-               "                        ssar_split_allgather, dsar_split_allgather (default: SPARCOLL_ALGO)\n"
+               "                        ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct,\n"
+               "                        hybrid (default: SPARCOLL_ALGO, itself auto by default)\n"
                "  --out-of-place        separate receive buffer   --register: register the send buffer (zero-copy)\n"
+               "  --read-floor          time each rank reading its tensor once instead (all ranks at once):\n"
+               "                        the floor under any allreduce that must look at every element (system 'floor')\n"
                "  --version             print the commit and whether gradient traces are supported\n"
                "%s",
                why.c_str(), sparcoll::perf::sweep_usage().c_str());
@@ -70,6 +73,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--algo") list(&f.algos);
     else if (a == "--out-of-place") f.out_of_place = true;
     else if (a == "--register") f.register_send = true;
+    else if (a == "--read-floor") f.read_floor = true;
     else if (a == "--version") {
       std::printf("sparcoll-perf %s (gradient traces: %s)\n", sparcoll::perf::build_commit(),
                   sparcoll::perf::trace_supported() ? "yes" : "no");
@@ -84,9 +88,52 @@ Flags parse(int argc, char** argv) {
   }
   std::string error;
   if (!sparcoll::perf::finish_sweep(&f.sweep, &error)) usage(error);
+  if (f.read_floor && (f.register_send || !f.algos.empty()))
+    usage("--read-floor times a read of the tensor, no allreduce: it takes no --algo or --register");
   if (f.register_send && f.out_of_place) usage("--register applies to in-place runs (the registered buffer is the one sent)");
   return f;
 }
+
+// The floor under any allreduce that must look at every element: each rank reads its whole
+// tensor once (an OR over 64-bit words, which the compiler vectorizes; memory-bound at sizes
+// where the floor matters), every rank at the same time after the sweep's barrier. The
+// communicator is used only for the barrier and the untimed helpers.
+class ReadFloor final : public sparcoll::perf::Collective {
+ public:
+  explicit ReadFloor(sparcoll::Communicator& comm) : comm_(comm) {}
+  int rank() const override { return comm_.rank(); }
+  int size() const override { return comm_.size(); }
+  void barrier() override { comm_.barrier(); }
+  void allreduce(const void* send, void*, std::size_t count, sparcoll::DataType dtype, sparcoll::ReduceOp) override {
+    const std::size_t bytes = count * sparcoll::dtype_size(dtype);
+    const auto* words = static_cast<const std::uint64_t*>(send);
+    std::uint64_t any = 0;
+    for (std::size_t i = 0; i < bytes / 8; ++i) any |= words[i];
+    const auto* tail = static_cast<const unsigned char*>(send) + bytes / 8 * 8;
+    for (std::size_t i = 0; i < bytes % 8; ++i) any |= tail[i];
+    sink_ = any;  // volatile: the read is not optimized away
+  }
+  void max_f64(double* v, std::size_t n) override {
+    std::vector<float> f(v, v + n);
+    comm_.allreduce(f.data(), f.data(), n, sparcoll::DataType::f32, sparcoll::ReduceOp::max);
+    for (std::size_t i = 0; i < n; ++i) v[i] = f[i];
+  }
+  void sum_u64(std::uint64_t* v, std::size_t n) override {
+    std::vector<std::int32_t> parts(3 * n);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int k = 0; k < 3; ++k) parts[3 * i + k] = static_cast<std::int32_t>((v[i] >> (21 * k)) & 0x1fffff);
+    comm_.allreduce(parts.data(), parts.data(), parts.size(), sparcoll::DataType::i32, sparcoll::ReduceOp::sum);
+    for (std::size_t i = 0; i < n; ++i) {
+      v[i] = 0;
+      for (int k = 0; k < 3; ++k) v[i] += static_cast<std::uint64_t>(parts[3 * i + k]) << (21 * k);
+    }
+  }
+  bool computes_allreduce() const override { return false; }
+
+ private:
+  sparcoll::Communicator& comm_;
+  volatile std::uint64_t sink_ = 0;
+};
 
 class SparcollCollective final : public sparcoll::perf::Collective {
  public:
@@ -109,7 +156,9 @@ class SparcollCollective final : public sparcoll::perf::Collective {
     ran_ = request.stats().algorithm;
   }
   std::string ran_algorithm() const override {
-    return algo_ == sparcoll::Algorithm::auto_select ? std::string(sparcoll::algorithm_name(ran_)) : std::string();
+    const bool automatic = algo_ == sparcoll::Algorithm::auto_select ||
+                           (algo_ == sparcoll::Algorithm::from_options && comm_.options().algo == "auto");
+    return automatic ? std::string(sparcoll::algorithm_name(ran_)) : std::string();
   }
   void max_f64(double* v, std::size_t n) override {
     // The library reduces f32: microseconds keep 7 significant digits, plenty for timings.
@@ -187,7 +236,7 @@ int main(int argc, char** argv) {
         continue;
       }
       const auto a = sparcoll::parse_algorithm(algo);
-      if (!a) usage("unknown algorithm '" + algo + "' (--algo): block_sparse, auto, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather");
+      if (!a) usage("unknown algorithm '" + algo + "' (--algo): block_sparse, auto, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid");
       parsed_algos.push_back(*a);
     }
     const std::size_t communicators = transports.size() * blocks.size();
@@ -202,6 +251,24 @@ int main(int argc, char** argv) {
         if (!transport.empty()) options.transport = transport;
         if (block != 0) options.block_elems = block;
         sparcoll::Communicator comm(options);
+        if (flags.read_floor) {
+          ReadFloor floor(comm);
+          sparcoll::perf::SweepOptions sweep = flags.sweep;
+          sweep.blocks = {comm.options().block_elems};
+          sparcoll::perf::SweepRun run;
+          run.identity.system = "floor";
+          run.identity.algo = "read";
+          run.identity.transport = comm.transport_name();
+          run.identity.bytes_source = "measured";
+          run.header.tool = "sparcoll-perf --read-floor";
+          run.header.transport = comm.transport_name();
+          run.header.ranks = comm.size();
+          run.header.options = describe_options(argc, argv, comm.options());
+          run.default_block = comm.options().block_elems;
+          run.program = "sparcoll-perf";
+          sparcoll::perf::run_sweep(floor, sweep, run);
+          continue;
+        }
         for (const sparcoll::Algorithm algo : parsed_algos) {
           SparcollCollective collective(comm, flags.register_send, algo);
           sparcoll::perf::SweepOptions sweep = flags.sweep;

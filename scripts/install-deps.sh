@@ -29,6 +29,10 @@ packages=(
   python3-torch libtorch-dev pybind11-dev python3-dev
   # benchmarks' plots and the alpha-beta model (scripts/plot-perf, perf/model/)
   python3-matplotlib python3-numpy
+  # gradient traces and the DDP step benchmark (perf/models/): OpenBLAS, which the rec and
+  # transformer traces are recorded with (torch's default reference BLAS is 10-20x slower), and
+  # the man pages the transformer language model is trained on
+  libopenblas0-pthread manpages manpages-dev
   # scripts/check-fresh-install: a clean Debian 12 root to prove these two commands on
   mmdebstrap
   # fuzzing (tests/fuzz, scripts/fuzz): clang, its runtimes with libFuzzer and the sanitizers,

@@ -118,6 +118,8 @@ class Communicator {
   std::string transport_name() const;
 
   // recv = reduce(send over all ranks). In place when send == recv. `count` elements of `dtype`.
+  // Runs options().algo (SPARCOLL_ALGO; default auto: recursive doubling for small tensors, the
+  // hybrid of block-sparse and dense stripes for the rest, docs/algorithms.md).
   void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   // Non-blocking; buffers must stay valid until the request completes. Up to
   // options.max_inflight operations (rounded up to a power of two) run at once; more wait for a

@@ -30,7 +30,7 @@ struct Options {
 
   // --- engine -------------------------------------------------------------------------------
   std::string transport = "auto";  // SPARCOLL_TRANSPORT: auto | shm | tcp (| rdma | dpdk)
-  std::string algo = "block_sparse";  // SPARCOLL_ALGO
+  std::string algo = "auto";       // SPARCOLL_ALGO: auto = recursive doubling when small, else hybrid
   int aggregators = 0;             // SPARCOLL_AGGREGATORS: 0 = co-located, M = dedicated processes
   std::uint32_t block_elems = 256; // SPARCOLL_BLOCK_ELEMS: elements per block
   std::uint32_t lanes = 64;        // SPARCOLL_LANES: slots the tensor's blocks are striped over
@@ -40,9 +40,9 @@ struct Options {
   std::uint32_t max_inflight = 4;  // SPARCOLL_MAX_INFLIGHT: operations in flight per communicator
   std::uint32_t max_message = 64 * 1024;  // SPARCOLL_MAX_MESSAGE: bytes per message, header included
   std::string poll_mode = "auto";  // SPARCOLL_POLL_MODE: spin | yield | auto (yield when oversubscribed)
-  std::uint32_t link_latency_ns = 0;  // SPARCOLL_LINK_LATENCY_NS: α of algo=auto's cost model; 0 = measure
+  std::uint32_t idle_spin_us = 5000;  // SPARCOLL_IDLE_SPIN_US: idle progress/collective threads poll this long, then nap
   std::uint32_t hybrid_dense_percent = 40;  // SPARCOLL_HYBRID_DENSE_PERCENT: a stripe whose union density reaches it goes dense
-  std::uint32_t link_mbps = 0;        // SPARCOLL_LINK_MBPS: 1/β in MB/s; 0 = measure
+  std::uint32_t small_tensor_bytes = 65536;  // SPARCOLL_SMALL_TENSOR_BYTES: algo=auto's latency path up to here
 
   // --- deadlines ----------------------------------------------------------------------------
   std::uint32_t deadline_ms = 60000;         // SPARCOLL_DEADLINE_MS: per collective operation

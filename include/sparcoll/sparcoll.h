@@ -87,7 +87,7 @@ sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm);
 /* How an allreduce runs (docs/algorithms.md); values are sparcoll::Algorithm's: append only. */
 typedef enum {
   SPARCOLL_ALGO_DEFAULT = 0,      /* the communicator's SPARCOLL_ALGO */
-  SPARCOLL_ALGO_AUTO = 1,         /* the cost model picks */
+  SPARCOLL_ALGO_AUTO = 1,         /* recursive doubling when small, else hybrid (the default) */
   SPARCOLL_ALGO_BLOCK_SPARSE = 2, /* streaming block-sparse aggregation */
   SPARCOLL_ALGO_RING = 3,         /* dense ring: reduce-scatter + allgather */
   SPARCOLL_ALGO_BUTTERFLY = 4,    /* dense recursive halving/doubling */

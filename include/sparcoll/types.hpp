@@ -15,7 +15,7 @@ enum class ReduceOp : std::uint8_t { sum = 0, avg = 1, min = 2, max = 3 };
 // How an allreduce runs (docs/algorithms.md). Values are part of the C ABI: append only.
 enum class Algorithm : std::uint8_t {
   from_options = 0,             // Options::algo (SPARCOLL_ALGO)
-  auto_select = 1,              // "auto": the cost model picks one of the exact algorithms below
+  auto_select = 1,              // "auto": recursive_doubling up to Options::small_tensor_bytes, hybrid above
   block_sparse = 2,             // streaming block-sparse aggregation (OmniReduce)
   ring = 3,                     // dense ring: reduce-scatter + allgather
   butterfly = 4,                // dense recursive halving/doubling (Rabenseifner)

@@ -40,6 +40,8 @@ class Collective {
   virtual bool rank_order() const { return false; }
   // The algorithm the last allreduce ran when the system chose it itself (sparcoll's auto), else "".
   virtual std::string ran_algorithm() const { return std::string(); }
+  // False for a timed operation that is not an allreduce (the read floor): its output is not checked.
+  virtual bool computes_allreduce() const { return true; }
 };
 
 struct SweepRun {

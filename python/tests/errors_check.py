@@ -93,7 +93,8 @@ def main():
         # Ranks disagree: sparcoll's op-level checks fail the collective on every rank.
         ("mismatched shapes", "mismatch", lambda: dist.all_reduce(torch.ones(100 + 300 * rank))),
         # Bad input on one rank only: that rank's own message, an abort on the others.
-        ("bad dtype on rank 1 only", "has dtype torch.float64" if rank == 1 else "aborted",
+        ("bad dtype on rank 1 only",
+         "has dtype torch.float64" if rank == 1 else "that rank's input failed the backend's checks",
          lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64 if rank == 1 else torch.float32))),
         # The same on the collective thread (broadcast, allgather, reduce_scatter run there).
         # The bad rank is the root: a root with good input may finish sending before a

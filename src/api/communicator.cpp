@@ -47,9 +47,7 @@ const Options& Communicator::options() const noexcept { return impl_->options();
 std::string Communicator::transport_name() const { return impl_->transport(); }
 
 Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
-  std::shared_ptr<detail::RequestState> state;
-  throw_if_error(impl_->iallreduce(send, recv, count, dtype, op, &state));
-  return Request(impl_, std::move(state));
+  return iallreduce(send, recv, count, dtype, op, Algorithm::from_options);
 }
 
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {

@@ -306,7 +306,8 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
     c.hybrid.stripe_counts[w / words_per_stripe] += static_cast<std::uint32_t>(std::popcount(state.bitmap[w]));
   std::string local_problem = problem;
   if (local_problem.empty() && state.abort) local_problem = state.abort_reason;
-  return submit(c, "allreduce op", local_problem, out);
+  return submit(c, "allreduce op", local_problem, out, std::string(),
+                problem.empty() && state.abort ? state.abort_code : ErrorCode::invalid_argument);
 }
 
 Status CommunicatorImpl::register_buffer(const void* buffer, std::size_t bytes) {
@@ -404,144 +405,31 @@ Status CommunicatorImpl::check_usable(const char* what) const {
 }
 
 Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_t count, DataType dtype, ReduceOp op) {
-  if (algo == Algorithm::from_options) algo = parse_algorithm(options_.algo).value_or(Algorithm::block_sparse);
+  if (algo == Algorithm::from_options) algo = parse_algorithm(options_.algo).value_or(Algorithm::auto_select);
   if (algo != Algorithm::auto_select) return algo;
-  // Every rank must come to the same choice: invalid arguments (which fail the call anyway)
-  // and a single rank take block-sparse without a word to anyone.
-  if (size() == 1 || !check_arguments(send, send, count, dtype, op).empty()) return Algorithm::block_sparse;
-  Algorithm chosen = Algorithm::block_sparse;
-  if (Status s = choose_automatically(send, count, dtype, op, &chosen); !s.ok()) {
-    SC_LOG_WARN("auto: choosing an algorithm failed (%s); block_sparse runs", s.message().c_str());
-    return Algorithm::block_sparse;
-  }
-  return chosen;
-}
-
-Status CommunicatorImpl::link_model(algo::LinkModel* out) {
-  if (link_known_) {
-    *out = link_;
-    return Status();
-  }
-  float measured[2] = {0, 0};  // α in µs, β in µs per byte; a rank's own measurement
-  if (options_.link_latency_ns != 0 && options_.link_mbps != 0) {
-    measured[0] = static_cast<float>(options_.link_latency_ns * 1e-3);
-    measured[1] = static_cast<float>(1.0 / options_.link_mbps);
-  } else {
-    // A 1-element ring allreduce costs 2(n-1) α; a 1 MiB one adds (n-1)/n N (4 + 4) β.
-    constexpr std::size_t kBig = 1u << 18;
-    std::vector<float> small(1, 0.0f), big(kBig, 0.0f);
-    auto median_us = [&](std::vector<float>& v, int reps) -> Status {
-      std::vector<double> t;
-      for (int i = 0; i < reps; ++i) {
-        std::shared_ptr<RequestState> r;
-        const auto t0 = engine::Clock::now();
-        if (Status s = iallreduce(v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum, Algorithm::ring, &r); !s.ok())
-          return s;
-        if (Status s = wait(*r); !s.ok()) return s;
-        t.push_back(std::chrono::duration<double, std::micro>(engine::Clock::now() - t0).count());
-      }
-      std::sort(t.begin(), t.end());
-      v.assign(1, static_cast<float>(t[t.size() / 2]));
-      return Status();
-    };
-    if (Status s = median_us(small, 9); !s.ok()) return s;
-    if (Status s = median_us(big, 3); !s.ok()) return s;
-    const double n = size(), t_small = small[0], t_big = big[0];
-    measured[0] = static_cast<float>(t_small / (2 * (n - 1)));
-    measured[1] = static_cast<float>(std::max(1e-7, (t_big - t_small) / ((n - 1) / n * kBig * 8.0)));
-    if (options_.link_latency_ns != 0) measured[0] = static_cast<float>(options_.link_latency_ns * 1e-3);
-    if (options_.link_mbps != 0) measured[1] = static_cast<float>(1.0 / options_.link_mbps);
-  }
-  // Agree: the slowest rank's figures, bitwise the same everywhere.
-  std::shared_ptr<RequestState> r;
-  if (Status s = iallreduce(measured, measured, 2, DataType::f32, ReduceOp::max, &r); !s.ok()) return s;
-  if (Status s = wait(*r); !s.ok()) return s;
-  link_.alpha_us = measured[0];
-  link_.beta_us_per_byte = measured[1];
-  link_known_ = true;
-  SC_LOG_INFO("auto: link model alpha %.2f us, beta %.3g us/byte (%.0f MB/s)%s", link_.alpha_us,
-              link_.beta_us_per_byte, 1.0 / link_.beta_us_per_byte,
-              options_.link_latency_ns && options_.link_mbps ? " from SPARCOLL_LINK_*" : ", measured");
-  *out = link_;
-  return Status();
-}
-
-Status CommunicatorImpl::choose_automatically(const void* send, std::size_t count, DataType dtype, ReduceOp op,
-                                              Algorithm* out) {
-  algo::LinkModel link;
-  if (Status s = link_model(&link); !s.ok()) return s;
-  // This rank's densities: non-zero blocks from the bitmap scan (SIMD, reads the tensor once),
-  // then the share of non-zero elements inside them, from a sample of at most kSampleBlocks
-  // evenly spaced non-zero blocks (a -0.0 counts as zero, as everywhere in sparcoll). Counting
-  // every element of a dense 16 MiB tensor cost more than the allreduce it was choosing for.
-  constexpr std::size_t kSampleBlocks = 256;
-  const std::uint32_t b = options_.block_elems;
-  const std::size_t nblocks = block::block_count(count, b);
-  const std::size_t words = block::bitmap_words(nblocks);
-  auto_bitmap_.resize(words + 1);
-  block::scan_nonzero_blocks(send, count, dtype, b, auto_bitmap_.data());
-  std::size_t nz_blocks = 0;
-  for (std::size_t w = 0; w < words; ++w) nz_blocks += static_cast<std::size_t>(std::popcount(auto_bitmap_[w]));
-  const std::size_t esize = dtype_size(dtype);
-  const auto* bytes = static_cast<const std::byte*>(send);
-  const std::size_t stride = std::max<std::size_t>(1, nz_blocks / kSampleBlocks);
-  std::size_t seen = 0, sampled_elems = 0, sampled_nonzero = 0;
-  for (std::size_t w = 0; w < words; ++w)
-    for (std::uint64_t bits = auto_bitmap_[w]; bits != 0; bits &= bits - 1) {
-      if (seen++ % stride != 0) continue;
-      const std::size_t blk = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-      const std::size_t first = blk * b, last = std::min(count, first + b);
-      sampled_elems += last - first;
-      for (std::size_t i = first; i < last; ++i) {
-        std::uint32_t v = 0;
-        std::memcpy(&v, bytes + i * esize, esize);
-        const std::uint32_t magnitude = dtype == DataType::i32 ? v : (esize == 2 ? v & 0x7fffu : v & 0x7fffffffu);
-        sampled_nonzero += magnitude != 0;
-      }
-    }
-  const double block_density = nblocks ? static_cast<double>(nz_blocks) / nblocks : 0.0;
-  const double inside = sampled_elems ? static_cast<double>(sampled_nonzero) / sampled_elems : 0.0;
-  const std::size_t covered = std::min(count, nz_blocks * std::size_t{b});  // elements in non-zero blocks
-  const std::size_t nz_elems = static_cast<std::size_t>(inside * static_cast<double>(covered) + 0.5);
-  float density[2] = {static_cast<float>(block_density),
-                      count ? static_cast<float>(nz_elems) / count : 0.0f};
-  std::shared_ptr<RequestState> r;
-  if (Status s = iallreduce(density, density, 2, DataType::f32, ReduceOp::avg, &r); !s.ok()) return s;
-  if (Status s = wait(*r); !s.ok()) return s;
-
-  algo::SelectionInput in;
-  in.ranks = static_cast<std::uint32_t>(size());
-  in.count = count;
-  in.dtype = dtype;
-  in.op = op;
-  in.block_elems = b;
-  in.lanes = options_.lanes;
-  in.fusion = engine_->config().window_capacity;
-  in.dedicated_aggregators = options_.aggregators > 0;
-  in.block_density = density[0];
-  in.elem_density = density[1];
-  in.sparse_algorithms = count <= (std::size_t{1} << 32);  // SparCML's u32 indices
-  std::array<double, 6> predicted{};
-  *out = algo::select_allreduce(in, link, &predicted);
-  if (*out != last_auto_choice_ || log::enabled(log::Level::debug)) {
-    std::string table;
-    for (std::size_t i = 0; i < algo::kCandidates.size(); ++i) {
-      if (!std::isfinite(predicted[i])) continue;
-      char item[96];
-      std::snprintf(item, sizeof item, "%s%s %.3g ms", table.empty() ? "" : ", ",
-                    std::string(algorithm_name(algo::kCandidates[i])).c_str(), predicted[i] / 1000);
-      table += item;
-    }
-    SC_LOG_INFO("auto: %s for %zu %s elements over %d ranks, block density %.4f, element density %.4f (predicted: %s)",
-                std::string(algorithm_name(*out)).c_str(), count, std::string(dtype_name(dtype)).c_str(), size(),
-                density[0], density[1], table.c_str());
-    last_auto_choice_ = *out;
-  }
-  return Status();
+  // auto decides from what every rank already has, the same on every rank (count, dtype and
+  // SPARCOLL_SMALL_TENSOR_BYTES are), with no message and no pass over the data:
+  //   - one rank: block-sparse, which copies;
+  //   - a small tensor: recursive doubling, log2(n) whole-tensor exchanges, where latency
+  //     outweighs bytes and lanes, windows and the density decision cost more than they save;
+  //   - anything larger: the hybrid, which decides per stripe from the scan block-sparse
+  //     makes anyway (docs/algorithms.md, "auto").
+  // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or
+  // count is bad still takes its turn there and fails the collective on every rank, and ranks
+  // whose counts or dtypes differ (so that they choose differently) meet in the same collective
+  // and fail it with `mismatch` (the peer header's signature), never one on the progress threads
+  // and another on the collective thread, out of step.
+  (void)send;
+  (void)op;
+  if (size() == 1) return Algorithm::block_sparse;
+  const std::size_t esize = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype_size(dtype) : 4;
+  if (count <= options_.small_tensor_bytes / esize) return Algorithm::recursive_doubling;
+  return Algorithm::hybrid;
 }
 
 Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::string& problem,
-                                std::shared_ptr<RequestState>* out, const std::string& detail) {
+                                std::shared_ptr<RequestState>* out, const std::string& detail, ErrorCode code) {
+  op.invalid_code = code;
   // A rank with bad arguments still submits: the collective thread aborts the collective on
   // every rank (so no peer waits for its deadline), carrying this text.
   op.invalid = problem.empty() ? std::string() : std::string(what) + " " + std::to_string(op.seq) + detail + ": " + problem;

@@ -8,7 +8,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "algo/selector.hpp"
 #include "coll/executor.hpp"
 #include "control/bootstrap.hpp"
 #include "engine/engine.hpp"
@@ -60,7 +59,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   CommunicatorImpl() = default;
   Status setup(const Options& options);
   // The algorithm an allreduce runs: `algo` resolved against options().algo and, for "auto",
-  // the cost model.
+  // the tensor's size.
   Algorithm resolve(Algorithm algo, const void* send, std::size_t count, DataType dtype, ReduceOp op);
   engine::OpState& prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                         const std::string& problem);
@@ -69,16 +68,13 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // Fills state.bitmap from the send buffer (and in place, zeroes -0.0 blocks of recv). Throws
   // std::bad_alloc when the bitmap does not fit in memory.
   void scan_blocks(engine::OpState& state, std::size_t count, DataType dtype);
-  // algo=auto: the link's α and β, agreed by every rank (measured at the first use).
-  Status link_model(algo::LinkModel* out);
-  Status choose_automatically(const void* send, std::size_t count, DataType dtype, ReduceOp op, Algorithm* out);
   // The algorithm an allreduce_sparse runs; sets *problem when `algo` is not a sparse one.
   Algorithm resolve_sparse(Algorithm algo, std::string* problem) const;
   // Hands a filled peer-to-peer collective to the collective thread.
   // `problem` non-empty: this rank's arguments are bad; every rank then fails the collective
   // with "<what> <number><detail>: <problem>".
   Status submit(coll::CollOp& op, const char* what, const std::string& problem, std::shared_ptr<RequestState>* out,
-                const std::string& detail = std::string());
+                const std::string& detail = std::string(), ErrorCode code = ErrorCode::invalid_argument);
   Status check_usable(const char* what) const;
   void shutdown();
 
@@ -88,10 +84,6 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<coll::Executor> executor_;  // workers only
   std::uint32_t next_op_id_ = 0;
-  bool link_known_ = false;
-  algo::LinkModel link_;
-  Algorithm last_auto_choice_ = Algorithm::from_options;
-  std::vector<std::uint64_t> auto_bitmap_;  // scratch of the density scan (capacity reused)
   std::vector<std::uint64_t> signed_zero_;  // scratch for in-place scans (capacity reused)
   struct RegisteredBuffer {
     const std::byte* base = nullptr;

@@ -64,6 +64,7 @@ struct CollOp {
   // Non-empty when this rank's arguments are invalid: the collective thread tells the other
   // ranks (so they fail this collective too, instead of waiting) and fails it with this text.
   std::string invalid;
+  ErrorCode invalid_code = ErrorCode::invalid_argument;  // no_resource: this rank ran out of memory
   std::chrono::steady_clock::time_point deadline;
   std::shared_ptr<detail::RequestState> request;
   // 1 from submission until the collective thread finished it (the slot may then be reused).

@@ -93,7 +93,7 @@ void Executor::run() {
         continue;
       }
       const auto idle = Clock::now() - idle_since;
-      if (idle < std::chrono::milliseconds(5)) {
+      if (idle < std::chrono::microseconds(options_.idle_spin_us)) {
         sched_yield();
         continue;
       }
@@ -164,8 +164,16 @@ Status Executor::execute(CollOp& op) {
   }
   // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
   const std::string algo = op.kind == CollKind::broadcast ? "binomial tree" : std::string(algorithm_name(op.algo));
-  peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + algo + ")", op.deadline);
-  if (!op.invalid.empty()) return Status(ErrorCode::invalid_argument, op.invalid);
+  // What every rank must agree on: only the fields this kind uses (a slot's others are stale).
+  const bool reduces = op.kind != CollKind::broadcast && op.kind != CollKind::allgather &&
+                       op.kind != CollKind::compressed_allreduce;
+  const bool has_algo = op.kind == CollKind::allreduce || op.kind == CollKind::sparse_allreduce;
+  const std::uint16_t signature = collective_signature(
+      static_cast<std::uint8_t>(op.kind), has_algo ? static_cast<std::uint8_t>(op.algo) : 0,
+      op.kind == CollKind::compressed_allreduce ? 0 : static_cast<std::uint8_t>(op.dtype),
+      reduces ? static_cast<std::uint8_t>(op.op) : 0);
+  peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + algo + ")", op.deadline, signature);
+  if (!op.invalid.empty()) return Status(op.invalid_code, op.invalid);
   const std::size_t esize = dtype_size(op.dtype);
   // A count of 0 still runs the algorithm (empty messages): a rank that skipped it would leave
   // peers whose count differs waiting until their deadline instead of failing with `mismatch`.

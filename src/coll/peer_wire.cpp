@@ -11,7 +11,7 @@ PeerParse parse_peer_message(const std::byte* data, std::size_t size, PeerMessag
   std::memcpy(&out->header, data, sizeof(PeerHeader));
   const PeerHeader& h = out->header;
   const std::size_t len = size - sizeof(PeerHeader);
-  if (h.magic != kPeerMagic || h.version != kPeerVersion || h.reserved != 0) return PeerParse::bad_magic;
+  if (h.magic != kPeerMagic || h.version != kPeerVersion) return PeerParse::bad_magic;
   if (h.kind == static_cast<std::uint8_t>(PeerKind::data)) {
     if (h.total > kMaxLogicalBytes || h.offset > h.total || len > h.total - h.offset) return PeerParse::bad_range;
   } else if (h.kind != static_cast<std::uint8_t>(PeerKind::abort)) {

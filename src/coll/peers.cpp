@@ -33,8 +33,9 @@ Peers::Peers(transport::Channel* channel, std::uint32_t rank, std::uint32_t size
   recvs_.reserve(64);
 }
 
-void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadline) {
+void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadline, std::uint16_t signature) {
   seq_ = seq;
+  signature_ = signature;
   what_ = std::move(what);
   deadline_ = deadline;
   failed_ = false;
@@ -131,6 +132,10 @@ void Peers::post(PostedRecv r) {
   // A faster peer may have sent it already.
   for (Stashed& s : stash_) {
     if (!s.used || s.peer != r.peer || s.seq != seq_ || s.tag != r.tag) continue;
+    if (s.signature != signature_) {
+      fail_signature(s.peer, s.signature);
+      return;
+    }
     if (!check_total(posted, s.total)) return;
     // The stash holds a prefix [0, received) in order: the transport delivers a peer's
     // fragments in order.
@@ -199,6 +204,29 @@ bool Peers::deliver(PostedRecv& r, std::uint64_t total, std::uint64_t offset, co
 void Peers::release(Stashed& s) {
   s.used = false;
   if (s.data.capacity() > kStashKeepBytes) std::vector<std::byte>().swap(s.data);
+}
+
+namespace {
+
+// "allreduce ring f32 sum" from a collective_signature.
+std::string describe_signature(std::uint16_t sig) {
+  static constexpr const char* kKinds[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                           "allreduce_sparse", "allreduce_compressed", "hybrid allreduce", "?"};
+  const auto algo = static_cast<std::uint8_t>(sig >> 8 & 0xf), dtype = static_cast<std::uint8_t>(sig >> 4 & 0xf),
+             op = static_cast<std::uint8_t>(sig & 0xf);
+  std::string s = kKinds[sig >> 12 & 0x7];
+  s += std::string(" ") + std::string(algorithm_name(static_cast<Algorithm>(algo)));
+  s += std::string(" ") + (dtype_valid(dtype) ? std::string(dtype_name(static_cast<DataType>(dtype))) : "dtype " + std::to_string(dtype));
+  s += std::string(" ") + (reduce_op_valid(op) ? std::string(reduce_op_name(static_cast<ReduceOp>(op))) : "op " + std::to_string(op));
+  return s;
+}
+
+}  // namespace
+
+void Peers::fail_signature(std::uint32_t peer, std::uint16_t theirs) {
+  fail(Status(ErrorCode::mismatch, what_ + ": " + peer_name(peer) + " runs " + describe_signature(theirs) +
+                                       ", this rank " + describe_signature(signature_) +
+                                       " (the call, its algorithm, dtype or op differ across ranks)"));
 }
 
 std::size_t Peers::stash_bytes() const noexcept {
@@ -283,6 +311,10 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                std::to_string(h.seq) + ", which this rank finished already"));
     return false;
   }
+  if (h.seq == seq_ && h.signature != signature_) {
+    fail_signature(from, h.signature);
+    return false;
+  }
   if (h.seq == seq_) {
     for (PostedRecv& r : recvs_)
       if (!r.done && r.peer == from && r.tag == h.tag) return deliver(r, h.total, h.offset, payload, len);
@@ -301,6 +333,7 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
     s->peer = from;
     s->seq = h.seq;
     s->tag = h.tag;
+    s->signature = h.signature;
     s->total = h.total;
     s->received = 0;
   }
@@ -321,7 +354,8 @@ bool Peers::progress_sends() {
   for (PendingSend& s : sends_) {
     while (!failed_ && (s.offset < s.bytes || !s.started)) {
       const std::size_t len = std::min(fragment_payload_, s.bytes - s.offset);
-      PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::data), 0, seq_, s.tag, s.bytes, s.offset};
+      PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::data), signature_, seq_, s.tag, s.bytes,
+                   s.offset};
       struct iovec iov[2] = {{&h, sizeof h}, {const_cast<std::byte*>(s.data + s.offset), len}};
       const transport::SendResult r = channel_->send(s.peer, iov, len ? 2 : 1);
       if (r == transport::SendResult::no_resource) break;

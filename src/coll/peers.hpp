@@ -43,8 +43,9 @@ class Peers {
   // The current collective's name, for algorithms' own error messages.
   const std::string& what() const noexcept { return what_; }
 
-  // Starts collective `seq` (named `what` in errors, e.g. "allreduce op 7 (ring)").
-  void begin(std::uint32_t seq, std::string what, Clock::time_point deadline);
+  // Starts collective `seq` (named `what` in errors, e.g. "allreduce op 7 (ring)"), whose
+  // collective_signature (peer_wire.hpp) every data fragment carries and every peer's must match.
+  void begin(std::uint32_t seq, std::string what, Clock::time_point deadline, std::uint16_t signature);
   // Added to every tag posted from now on in this collective, so that one collective can run
   // several algorithms one after another (the phases of a hybrid allreduce) without their
   // messages meeting: each algorithm numbers its tags from 0.
@@ -114,6 +115,7 @@ class Peers {
   };
   struct Stashed {
     std::uint32_t peer, seq, tag;
+    std::uint16_t signature;
     std::uint64_t total;
     std::size_t received;
     std::vector<std::byte> data;  // capacity reused across collectives
@@ -145,6 +147,9 @@ class Peers {
   // The current collective; "-1" before the first, so what arrives before it begins is early,
   // not taken for the current one (an abort taken so would be lost when it begins).
   std::uint32_t seq_ = UINT32_MAX;
+  std::uint16_t signature_ = 0;
+  // The mismatch error for a fragment of this collective whose signature is not ours.
+  void fail_signature(std::uint32_t peer, std::uint16_t theirs);
   std::string what_;
   Clock::time_point deadline_;
   Status failure_;

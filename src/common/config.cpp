@@ -372,20 +372,18 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
        {}, &parse_choice<&Options::transport, kTransports>},
-      {"SPARCOLL_ALGO", "algo", "block_sparse", "allreduce algorithm when a call names none: block_sparse, auto (the cost model picks), ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct or hybrid (docs/algorithms.md).", {},
+      {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (recursive_doubling up to SPARCOLL_SMALL_TENSOR_BYTES, hybrid above), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct or hybrid (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
       {"SPARCOLL_HYBRID_DENSE_PERCENT", "hybrid_dense_percent", "40",
        "hybrid allreduce: a stripe whose union block density (estimated from every rank's count of non-zero blocks "
        "in it) is at least this percentage goes the dense way, the others block-sparse; 0 to 101 (101: never "
        "dense). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_dense_percent>},
-      {"SPARCOLL_LINK_LATENCY_NS", "link_latency_ns", "0",
-       "per-message latency the algo=auto cost model assumes, in ns; 0 = measured once per communicator "
-       "(a few small and 1 MiB ring allreduces at the first auto call).",
-       {}, &parse_nonnegative_u32<&Options::link_latency_ns>},
-      {"SPARCOLL_LINK_MBPS", "link_mbps", "0",
-       "per-rank link bandwidth the algo=auto cost model assumes, in MB/s; 0 = measured with the latency.", {},
-       &parse_nonnegative_u32<&Options::link_mbps>},
+      {"SPARCOLL_SMALL_TENSOR_BYTES", "small_tensor_bytes", "65536",
+       "algo=auto: a tensor of at most this many bytes takes recursive doubling (one whole-tensor exchange "
+       "per round, log2(n) rounds: latency beats bandwidth there), a larger one the hybrid. Must be equal on "
+       "every process.",
+       {}, &parse_nonnegative_u32<&Options::small_tensor_bytes>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
        &parse_nonnegative_int<&Options::aggregators>},
@@ -408,6 +406,11 @@ const std::vector<ConfigVariable>& config_variables() {
        "spin, yield, auto (yield when there are more busy threads than cores), or event (idle progress "
        "threads sleep on the transport's descriptor: tcp, rdma).", {},
        &parse_choice<&Options::poll_mode, kPollModes>},
+      {"SPARCOLL_IDLE_SPIN_US", "idle_spin_us", "5000",
+       "how long an idle progress thread or collective thread keeps polling after its last activity "
+       "before it naps (short futex sleeps that a local submission cuts short), in microseconds; 0 naps "
+       "at once. The torch backend uses 0 unless set (the training's own threads need the cores).", {},
+       &parse_nonnegative_u32<&Options::idle_spin_us>},
       {"SPARCOLL_DEADLINE_MS", "deadline_ms", "60000", "deadline of each collective operation, in ms.", {},
        &parse_positive_u32<&Options::deadline_ms>},
       {"SPARCOLL_CONNECT_TIMEOUT_MS", "connect_timeout_ms", "30000",

@@ -179,7 +179,7 @@ void Shard::event_wait() {
 }
 
 void Shard::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
-  constexpr auto kIdleSpin = std::chrono::milliseconds(5);
+  const auto kIdleSpin = std::chrono::microseconds(engine_.config().options.idle_spin_us);
   if (work_outstanding) {
     if (engine_.config().yield_when_waiting || idle_rounds > 4096) sched_yield();
     return;

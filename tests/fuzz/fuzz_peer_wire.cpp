@@ -30,7 +30,7 @@ PeerParse expected_verdict(const std::byte* data, std::size_t size) {
   if (size < sizeof(PeerHeader)) return PeerParse::too_short;
   PeerHeader h;
   std::memcpy(&h, data, sizeof h);
-  if (h.magic != coll::kPeerMagic || h.version != coll::kPeerVersion || h.reserved != 0) return PeerParse::bad_magic;
+  if (h.magic != coll::kPeerMagic || h.version != coll::kPeerVersion) return PeerParse::bad_magic;
   if (h.kind == static_cast<std::uint8_t>(PeerKind::abort)) return PeerParse::ok;
   if (h.kind != static_cast<std::uint8_t>(PeerKind::data)) return PeerParse::bad_kind;
   const std::size_t len = size - sizeof h;

@@ -220,8 +220,20 @@ int main(int argc, char** argv) {
 
   std::vector<float> data(4096, 1.0f);
   try {
+    // The default algorithm (auto) first, then block-sparse named explicitly.
     if (scenario == "count_mismatch") {
       comm->allreduce(data.data(), data.data(), culprit ? 4001 : 4000, DataType::f32, ReduceOp::sum);
+    } else if (scenario == "big_and_small_count") {
+      // auto picks recursive doubling for one count and the hybrid for the other: they must
+      // still meet in one collective and fail it, not run out of step.
+      std::vector<float> big(1 << 20, 1.0f);
+      comm->allreduce(big.data(), big.data(), culprit ? big.size() : 1000, DataType::f32, ReduceOp::sum);
+    } else if (scenario == "block_sparse_count_mismatch") {
+      comm->allreduce(data.data(), data.data(), culprit ? 4001 : 4000, DataType::f32, ReduceOp::sum,
+                      sparcoll::Algorithm::block_sparse);
+    } else if (scenario == "block_sparse_dtype_mismatch") {
+      comm->allreduce(data.data(), data.data(), 1000, culprit ? DataType::f16 : DataType::f32, ReduceOp::sum,
+                      sparcoll::Algorithm::block_sparse);
     } else if (scenario == "dtype_mismatch") {
       comm->allreduce(data.data(), data.data(), 1000, culprit ? DataType::f16 : DataType::f32, ReduceOp::sum);
     } else if (scenario == "op_mismatch") {
@@ -342,7 +354,10 @@ int main(int argc, char** argv) {
     }
   } catch (const sparcoll::Error& e) {
     int rc = 1;
-    if (scenario == "count_mismatch") rc = report(rank, e, ErrorCode::mismatch, "4001");
+    if (scenario == "count_mismatch") rc = report(rank, e, ErrorCode::mismatch, "16004");  // bytes: 4001 f32
+    else if (scenario == "big_and_small_count") rc = report(rank, e, ErrorCode::mismatch, "hybrid");
+    else if (scenario == "block_sparse_count_mismatch") rc = report(rank, e, ErrorCode::mismatch, "4001");
+    else if (scenario == "block_sparse_dtype_mismatch") rc = report(rank, e, ErrorCode::mismatch, "f16");
     else if (scenario == "dtype_mismatch") rc = report(rank, e, ErrorCode::mismatch, "f16");
     else if (scenario == "op_mismatch") rc = report(rank, e, ErrorCode::mismatch, "max");
     else if (scenario == "out_of_memory") rc = report(rank, e, ErrorCode::no_resource, "out of memory");

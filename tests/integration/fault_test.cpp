@@ -38,8 +38,9 @@ TEST_P(Fault, EveryRankGetsTheExpectedError) {
 
 INSTANTIATE_TEST_SUITE_P(
     Allreduce, Fault,
-    ::testing::Combine(::testing::Values("count_mismatch", "dtype_mismatch", "op_mismatch", "out_of_memory", "null_buffer",
-                                         "misaligned", "die", "hang", "after_break", "wrong_token",
+    ::testing::Combine(::testing::Values("count_mismatch", "dtype_mismatch", "op_mismatch", "big_and_small_count",
+                                         "block_sparse_count_mismatch", "block_sparse_dtype_mismatch",
+                                         "out_of_memory", "null_buffer", "misaligned", "die", "hang", "after_break", "wrong_token",
                                          "unreachable_store", "bad_option", "bad_range", "config_mismatch",
                                          "unknown_variable"),
                        ::testing::Values("shm", "tcp")),
@@ -114,9 +115,12 @@ TEST(FaultDetails, UnknownVariableIsWarnedWithASuggestion) {
 }
 
 TEST(FaultDetails, StalledRankIsNamedByTheTimeout) {
+  // Every survivor names the stalled rank (auto runs recursive doubling on this small tensor).
   const LaunchResult r = run_fault("hang", "tcp", 3);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("for rank 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[0] fault: rank 0: timeout: allreduce 0 (recursive_doubling): deadline passed (SPARCOLL_DEADLINE_MS): no data from rank 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[2] fault: rank 2: timeout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no data from rank 1", r.out.find("[2] fault: rank 2: timeout")), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -201,6 +201,54 @@ TEST_F(StoredTrace, WorkersAndStepsDiffer) {
   EXPECT_THROW(sparcoll::perf::trace_gradient(t, 0, t.steps, &a), std::out_of_range);
 }
 
+// The stored recommendation-model trace (perf/data/rec-dlrm.sgtrace, made by
+// scripts/make-gradient-trace --model rec): 8 workers x 2 steps of a 27.2 M-parameter model in
+// DDP's parameter order, with the overall densities perf/data/README.md states.
+TEST(StoredRecTrace, ShapeOrderAndDensitiesMatchTheReadme) {
+  GradientTrace t;
+  std::string error;
+  const bool ok = sparcoll::perf::load_trace(std::string(SPARCOLL_SOURCE_DIR) + "/perf/data/rec-dlrm.sgtrace", &t, &error);
+  if (!ok && error.find("without zlib") != std::string::npos) GTEST_SKIP() << error;
+  ASSERT_TRUE(ok) << error;
+  EXPECT_EQ(t.workers, 8u);
+  EXPECT_EQ(t.steps, 2u);
+  EXPECT_EQ(t.elements, 27197329u);
+  EXPECT_EQ(t.block_elems, 256u);
+  EXPECT_NE(t.description.find("DDP buckets (parameter index ranges): [0,8) [8,13) [13,14) [14,20)"),
+            std::string::npos) << t.description;
+  ASSERT_EQ(t.parameters.size(), 20u);
+  // DDP's order: the top MLP's last layer first, the bottom MLP's first layer last.
+  EXPECT_EQ(t.parameters.front().name, "top.4.bias");
+  EXPECT_EQ(t.parameters[13].name, "embeddings.0.weight");
+  EXPECT_EQ(t.parameters[13].count, 16000000u);
+  EXPECT_EQ(t.parameters.back().name, "bottom.0.weight");
+  std::uint64_t embedding = 0;
+  for (const auto& p : t.parameters)
+    if (p.name.rfind("embeddings.", 0) == 0) embedding += p.count;
+  EXPECT_EQ(embedding, 1681000u * 16u);
+
+  const std::uint32_t B = t.block_elems;
+  const std::size_t nblocks = static_cast<std::size_t>((t.elements + B - 1) / B);
+  double elem = 0, block = 0, union_block = 0;
+  std::vector<float> g;
+  for (std::uint32_t s = 0; s < t.steps; ++s) {
+    std::vector<bool> step_union(nblocks);
+    for (std::uint32_t w = 0; w < t.workers; ++w) {
+      sparcoll::perf::trace_gradient(t, w, s, &g);
+      const auto& rec = t.records[s * t.workers + w];
+      for (const std::uint32_t b : rec.blocks) step_union[b] = true;
+      elem += static_cast<double>(std::count_if(g.begin(), g.end(), [](float v) { return v != 0.0f; })) /
+              static_cast<double>(t.elements);
+      block += static_cast<double>(rec.blocks.size()) / static_cast<double>(nblocks);
+    }
+    union_block += static_cast<double>(std::count(step_union.begin(), step_union.end(), true)) / nblocks;
+  }
+  const double records = static_cast<double>(t.workers) * t.steps;
+  EXPECT_NEAR(elem / records, 0.0078, kRounding);
+  EXPECT_NEAR(block / records, 0.0348, kRounding);
+  EXPECT_NEAR(union_block / t.steps, 0.1300, kRounding);
+}
+
 // Loads `path`, expects failure with `fragment` in the message, and an emptied trace.
 void expect_rejected(const std::string& path, const std::string& fragment) {
   GradientTrace t;
