@@ -40,6 +40,9 @@ struct Input {
   const GradientTrace* trace = nullptr;
   std::vector<float> gradient;
 #endif
+  // --bucket-mb: [first element, count) of each bucket, in the trace's (DDP's) order; empty: one
+  // allreduce of the whole tensor.
+  std::vector<std::pair<std::size_t, std::size_t>> buckets;
   bool is_trace() const {
 #if SPARCOLL_PERF_TRACE
     return trace != nullptr;
@@ -192,6 +195,23 @@ std::uint64_t run_sweep(Collective& c, const SweepOptions& o, const SweepRun& ru
           densities = {rank == 0 ? trace_density(*in.trace, nranks, block) : 0.0};
           sizes = {in.trace->elements};
           in.pattern_label = "trace:" + base_name(trace_path(pattern));
+          in.buckets.clear();
+          if (o.bucket_mb > 0) {
+            // DDP fills a bucket with consecutive parameters until it holds bucket_cap_mb.
+            const std::size_t cap = o.bucket_mb * (std::size_t{1} << 20) / 4;
+            std::size_t first = 0, filled = 0;
+            for (const TraceParameter& p : in.trace->parameters) {
+              filled += p.count;
+              if (filled >= cap) {
+                in.buckets.emplace_back(first, p.offset + p.count - first);
+                first = p.offset + p.count;
+                filled = 0;
+              }
+            }
+            if (first < in.trace->elements || in.buckets.empty())
+              in.buckets.emplace_back(first, in.trace->elements - first);
+            in.pattern_label += "/b" + std::to_string(o.bucket_mb);
+          }
 #else
           throw std::runtime_error("--pattern " + pattern +
                                    ": this build has no gradient trace support (perf/lib/trace.hpp was missing)");
@@ -219,7 +239,12 @@ std::uint64_t run_sweep(Collective& c, const SweepOptions& o, const SweepRun& ru
               load_input(in, rank, iteration++, &work);
               c.barrier();
               const auto t0 = Clock::now();
-              c.allreduce(work.data(), recv, count, dtype, op);
+              if (in.buckets.empty()) {
+                c.allreduce(work.data(), recv, count, dtype, op);
+              } else {
+                for (const auto& [first, n] : in.buckets)
+                  c.allreduce(work.data() + first * esize, static_cast<std::byte*>(recv) + first * esize, n, dtype, op);
+              }
               const auto t1 = Clock::now();
               return std::chrono::duration<double, std::micro>(t1 - t0).count();
             };

@@ -64,7 +64,7 @@ FlagResult parse_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std:
   }
   static const char* const kWithValue[] = {"-b", "--minbytes", "-e", "--maxbytes", "-f", "--stepfactor", "--elements",
                                            "-d", "--density", "--dtype", "--op", "--pattern", "--block", "--iters",
-                                           "-n", "--warmup", "-w", "--min-iters", "--time-budget", "--seed", "--json",
+                                           "-n", "--warmup", "-w", "--min-iters", "--time-budget", "--seed", "--bucket-mb", "--json",
                                            "--csv", "--baseline"};
   bool takes_value = false;
   for (const char* f : kWithValue) takes_value = takes_value || flag == f;
@@ -150,6 +150,9 @@ FlagResult parse_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std:
       return fail("takes seconds in [0, 3600]");
   } else if (flag == "--seed") {
     if (!parse_u64(value, &o->seed)) return fail("takes a non-negative integer");
+  } else if (flag == "--bucket-mb") {
+    if (!parse_u64(value, &o->bucket_mb) || o->bucket_mb == 0 || o->bucket_mb > 4096)
+      return fail("takes MiB per bucket, 1 to 4096");
   } else if (flag == "--json") {
     if (value.empty()) return fail("needs a file name");
     o->json = value;
@@ -253,6 +256,8 @@ std::string sweep_usage() {
          "  --time-budget S       iterations per point ~ S / warm-up time, at least --min-iters (default 5);\n"
          "                        one warm-up only when it takes over S/4\n"
          "  --seed N              data seed (default 1)\n"
+         "  --bucket-mb N         a trace's step as DDP sends it: one allreduce per bucket of consecutive\n"
+         "                        parameters (at least N MiB, the last smaller), back to back (pattern trace:NAME/bN)\n"
          "  --json FILE           append JSON lines (a header object, then one object per row)\n"
          "  --csv FILE            append CSV rows (column titles when the file is new)\n"
          "  --baseline FILE       JSON lines with the dense peers' rows: fills the speed-up column\n"

@@ -156,15 +156,20 @@ class GlooCollective final : public sparcoll::perf::Collective {
   int size() const override { return context_->size; }
   void barrier() override { barrier_->run(); }
   void prepare(void* buffer, std::size_t count, sparcoll::DataType dtype, sparcoll::ReduceOp op) override {
-    buffer_ = buffer;
-    algorithm_.reset();
-    if (count == 0) return;
-    if (dtype == sparcoll::DataType::f32) algorithm_ = make<float>(buffer, count, op);
-    else algorithm_ = make<std::int32_t>(buffer, count, op);
+    bound_.clear();
+    dtype_ = dtype;
+    op_ = op;
+    if (count > 0) bind(buffer, count);
   }
   void allreduce(const void* send, void* recv, std::size_t count, sparcoll::DataType, sparcoll::ReduceOp) override {
-    if (send != recv || recv != buffer_) throw std::logic_error("the gloo peer runs in place on the prepared buffer");
-    if (count != 0) algorithm_->run();
+    if (send != recv) throw std::logic_error("the gloo peer runs in place");
+    if (count == 0) return;
+    // A gloo algorithm is bound to one buffer: one per (buffer, count), made on first use (in the
+    // warm-up), as PyTorch's gloo backend makes one per call. Bucketed trace steps use several.
+    for (const Bound& b : bound_)
+      if (b.buffer == recv && b.count == count) return b.algorithm->run();
+    bind(recv, count);
+    bound_.back().algorithm->run();
   }
   void max_f64(double* v, std::size_t n) override {
     gloo::AllreduceRing<double>(context_, {v}, static_cast<int>(n), gloo::ReductionFunction<double>::max).run();
@@ -196,8 +201,20 @@ class GlooCollective final : public sparcoll::perf::Collective {
   std::string algo_;
   // Held by pointer: Gloo's algorithms have noexcept(false) destructors.
   std::unique_ptr<gloo::BarrierAllToAll> barrier_;
-  void* buffer_ = nullptr;
-  std::unique_ptr<gloo::Algorithm> algorithm_;
+  void bind(void* buffer, std::size_t count) {
+    Bound b{buffer, count, nullptr};
+    if (dtype_ == sparcoll::DataType::f32) b.algorithm = make<float>(buffer, count, op_);
+    else b.algorithm = make<std::int32_t>(buffer, count, op_);
+    bound_.push_back(std::move(b));
+  }
+  struct Bound {
+    void* buffer;
+    std::size_t count;
+    std::unique_ptr<gloo::Algorithm> algorithm;
+  };
+  std::vector<Bound> bound_;
+  sparcoll::DataType dtype_ = sparcoll::DataType::f32;
+  sparcoll::ReduceOp op_ = sparcoll::ReduceOp::sum;
 };
 
 }  // namespace

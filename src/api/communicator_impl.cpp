@@ -275,6 +275,7 @@ engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* 
                        algo::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
   state.stripe_blocks = 0;
   state.dense_stripes.clear();
+  state.wake_raw = false;
   return state;
 }
 

@@ -1,3 +1,4 @@
+#include "common/futex.hpp"
 #include "coll/executor.hpp"
 
 #include <linux/futex.h>
@@ -15,20 +16,6 @@
 
 namespace sparcoll::coll {
 
-namespace {
-
-// Raw futex calls on wake_ (as the engine's shards do): the idle loop sleeps with a timeout,
-// which std::atomic::wait has not, and a notify through std::atomic could skip the syscall for
-// a waiter it does not know of.
-void futex_wait_for(std::atomic<std::uint32_t>* addr, std::uint32_t expected, long nanoseconds) {
-  struct timespec ts{0, nanoseconds};
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
-}
-void futex_wake(std::atomic<std::uint32_t>* addr) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-
-}  // namespace
 
 Executor::Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, const Options& options,
                    bool yield_when_waiting, engine::Engine* engine)

@@ -12,9 +12,9 @@
 // Each element is reduced by exactly one of the two paths, each bitwise identical on every rank,
 // so the result is too. docs/architecture.md, "Hybrid allreduce".
 #include <bit>
-#include <thread>
 
 #include "algo/hybrid_plan.hpp"
+#include "common/futex.hpp"
 #include "coll/executor.hpp"
 #include "engine/engine.hpp"
 
@@ -81,6 +81,7 @@ Status Executor::hybrid_allreduce(CollOp& op) {
     }
     sparse_done = std::make_shared<detail::RequestState>();
     part.request = sparse_done;
+    part.wake_raw = true;
     h.handed_over = true;
     engine_->hand_over(&part);
   }
@@ -106,9 +107,11 @@ Status Executor::hybrid_allreduce(CollOp& op) {
 
   // 4. The block-sparse half touches the caller's buffers until it completes: wait for it, and
   //    meanwhile keep serving the channel (a packet transport's peers need our acknowledgements).
+  //    Sleep between polls rather than yield: on oversubscribed cores a yielding thread still
+  //    takes the progress threads' time; the engine's completion wakes this one at once.
   if (sparse_done) {
     while (sparse_done->done.load(std::memory_order_acquire) == 0) {
-      if (!peers_.poll_idle()) std::this_thread::yield();
+      if (!peers_.poll_idle()) futex_wait_for(&sparse_done->done, 0, 20'000);
     }
     if (status.ok()) status = sparse_done->status;
     hybrid_stats_.bytes_sent += sparse_done->stats.bytes_sent;

@@ -1,3 +1,4 @@
+#include "common/futex.hpp"
 #include "engine/engine.hpp"
 
 #include <algorithm>
@@ -22,15 +23,6 @@ namespace sparcoll::engine {
 
 namespace {
 constexpr int kPollBatch = 64;
-
-// Sleeps until *addr != expected or the timeout passes (idle progress threads only).
-void futex_wait_for(std::atomic<std::uint32_t>* addr, std::uint32_t expected, long nanoseconds) {
-  struct timespec ts{0, nanoseconds};
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, &ts, nullptr, 0);
-}
-void futex_wake(std::atomic<std::uint32_t>* addr) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
 
 agg::AggregatorConfig aggregator_config(const EngineConfig& c, std::uint32_t shard, Shard* self) {
   agg::AggregatorConfig a;
@@ -346,8 +338,10 @@ void Shard::maybe_finish(OpState* op) {
   // Release the slot first: the waiter may immediately start the next op in it.
   op->busy.store(0, std::memory_order_release);
   op->busy.notify_all();
+  const bool wake_raw = op->wake_raw;
   request->done.store(1, std::memory_order_release);
   request->done.notify_all();
+  if (wake_raw) futex_wake(&request->done);
 }
 
 void Shard::finish_released_ops() {

@@ -61,6 +61,9 @@ struct OpState {
   // dense way on the collective thread; their bits in `bitmap` are cleared and block-sparse
   // leaves their part of recv alone. stripe_blocks 0: no stripe is dense.
   std::uint32_t stripe_blocks = 0;
+  // The hybrid's collective thread sleeps on request->done with a raw futex wait: the engine
+  // then wakes it with futex_wake as well as notify_all.
+  bool wake_raw = false;
   std::vector<std::uint64_t> dense_stripes;
   bool in_dense_stripe(std::uint64_t block) const noexcept {
     if (stripe_blocks == 0) return false;
