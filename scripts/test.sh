@@ -5,7 +5,9 @@
 #   2. on the host: unit, driver conformance (shm, tcp, dpdk), multi-process integration, the
 #      python suite, and the 'features' suite that fails when a promised feature was not built;
 #   3. a short coverage-guided fuzzing run of every parser of peer bytes (scripts/fuzz --smoke);
-#   4. inside a Soft-RoCE VM (scripts/rxe-vm): the rdma driver suites and block-sparse
+#   4. the host suites again, chosen ones, under ASan+UBSan and under TSan builds
+#      (scripts/sanitize, docs/sanitizers.md);
+#   5. inside a Soft-RoCE VM (scripts/rxe-vm): the rdma driver suites and block-sparse
 #      allreduce over real verbs (they are reported skipped on the host, which has no RDMA).
 #      SPARCOLL_SKIP_RDMA_VM="REASON" skips it (the reason is printed; the rdma tests stay skipped).
 # Each step says what it does; a failing step prints its errors. Ends with one line
@@ -14,25 +16,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib/steps.sh
 
-echo "test: step 1/6: installing dependencies (scripts/install-deps.sh)"
+echo "test: step 1/7: installing dependencies (scripts/install-deps.sh)"
 scripts/install-deps.sh
-echo "test: step 2/6: building (scripts/build.sh)"
+echo "test: step 2/7: building (scripts/build.sh)"
 scripts/build.sh
-echo "test: step 3/6: checking that the install step provides everything the build used (scripts/check-deps)"
+echo "test: step 3/7: checking that the install step provides everything the build used (scripts/check-deps)"
 scripts/check-deps build
 
 rm -f build/gtest-report.json build/gtest-algo-report.json build/gtest-rdma-report.json
+sanitizer_reports=(build-asan/gtest-unit-report.json build-asan/gtest-algo-report.json build-tsan/gtest-thread-report.json)
+rm -f "${sanitizer_reports[@]}"
 status=0
-run_live "test: step 4/6: host suites (meson test; about 5 minutes on 2 cores)" build/test-host.log \
+run_live "test: step 4/7: host suites (meson test; about 5 minutes on 2 cores)" build/test-host.log \
   meson test -C build --print-errorlogs --no-rebuild || status=1
-run_live "test: step 5/6: fuzzing every parser of peer bytes, 15 s each (scripts/fuzz --smoke; about 2 minutes)" \
+run_live "test: step 5/7: fuzzing every parser of peer bytes, 15 s each (scripts/fuzz --smoke; about 2 minutes)" \
   build/test-fuzz.log scripts/fuzz --smoke || status=1
+run_live "test: step 6/7: host suites under sanitizers: ASan+UBSan, then TSan (scripts/sanitize; about 12 minutes)" \
+  build/test-sanitize.log scripts/sanitize || status=1
 
-reports=(build/gtest-report.json build/gtest-algo-report.json)
+reports=(build/gtest-report.json build/gtest-algo-report.json "${sanitizer_reports[@]}")
 if [ -n "${SPARCOLL_SKIP_RDMA_VM:-}" ] && [ "${SPARCOLL_SKIP_RDMA_VM}" != 0 ]; then
-  echo "test: step 6/6: skipped: the rdma suites inside the Soft-RoCE VM (SPARCOLL_SKIP_RDMA_VM: $SPARCOLL_SKIP_RDMA_VM)"
+  echo "test: step 7/7: skipped: the rdma suites inside the Soft-RoCE VM (SPARCOLL_SKIP_RDMA_VM: $SPARCOLL_SKIP_RDMA_VM)"
 else
-  run_live "test: step 6/6: rdma suites inside the Soft-RoCE VM (scripts/rxe-vm)" build/test-rdma-vm.log \
+  run_live "test: step 7/7: rdma suites inside the Soft-RoCE VM (scripts/rxe-vm)" build/test-rdma-vm.log \
     scripts/rxe-vm --timeout 1500 -- build/tests/sparcoll-unit-tests \
     --gtest_filter='*/rdma:Rdma*:*Rdma*' --gtest_output=json:build/gtest-rdma-report.json || status=1
   reports+=(build/gtest-rdma-report.json)

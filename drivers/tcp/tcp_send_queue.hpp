@@ -22,6 +22,9 @@ class SendQueue {
 
   // Appends len bytes; the caller checked free_bytes().
   void push(const void* bytes, std::size_t len) {
+    // An empty message's iovec may have a null base, and memcpy from null is undefined even for
+    // 0 bytes (UBSan reports it; the compiler may assume the pointer non-null).
+    if (len == 0) return;
     const std::size_t pos = static_cast<std::size_t>(tail_) & (capacity_ - 1);
     const std::size_t first = len < capacity_ - pos ? len : capacity_ - pos;
     std::memcpy(data_.get() + pos, bytes, first);

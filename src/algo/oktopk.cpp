@@ -46,7 +46,9 @@ Status exchange_u64(coll::Peers& peers, std::uint32_t tag, const std::uint64_t* 
                     CompressScratch& s, CompressedCall& call) {
   const std::uint32_t P = peers.size(), me = peers.rank();
   s.counts.resize(std::size_t{P} * words);
-  std::memcpy(s.counts.data() + std::size_t{me} * words, mine, words * 8);
+  // One rank exchanges P - 1 = 0 boundaries: counts is then empty and its data() may be null,
+  // which memcpy must not get even for 0 bytes (undefined behaviour, reported by UBSan).
+  if (words != 0) std::memcpy(s.counts.data() + std::size_t{me} * words, mine, words * 8);
   if (P == 1) return Status();
   for (std::uint32_t p = 0; p < P; ++p) {
     if (p == me) continue;

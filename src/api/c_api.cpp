@@ -111,8 +111,7 @@ sparcoll_status_t sparcoll_allreduce(sparcoll_comm_t comm, const void* sendbuf, 
                                      sparcoll_dtype_t dtype, sparcoll_op_t op) {
   if (const sparcoll_status_t bad = check_comm("sparcoll_allreduce", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] {
-    comm->comm.allreduce(sendbuf, recvbuf, count, static_cast<sparcoll::DataType>(dtype),
-                         static_cast<sparcoll::ReduceOp>(op));
+    comm->comm.allreduce(sendbuf, recvbuf, count, sparcoll::capi::dtype_of(dtype), sparcoll::capi::op_of(op));
   });
 }
 
@@ -139,7 +138,8 @@ sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm) {
 }
 
 const char* sparcoll_strerror(sparcoll_status_t status) {
-  return sparcoll::error_code_name(static_cast<sparcoll::ErrorCode>(status));
+  // ErrorCode has a fixed underlying type (int): any value converts, unknown ones get a name too.
+  return sparcoll::error_code_name(static_cast<sparcoll::ErrorCode>(sparcoll::capi::raw_value(status)));
 }
 
 const char* sparcoll_last_error(void) { return sparcoll::capi::last_error().c_str(); }

@@ -13,9 +13,12 @@ struct sparcoll_request {
 
 namespace {
 
+using sparcoll::capi::algo_of;
+using sparcoll::capi::dtype_of;
 using sparcoll::capi::guarded;
 using sparcoll::capi::HandleKind;
 using sparcoll::capi::null_argument;
+using sparcoll::capi::op_of;
 
 sparcoll_status_t check_comm(const char* call, sparcoll_comm_t comm) {
   return sparcoll::capi::check_handle(call, "comm", HandleKind::comm, comm);
@@ -27,19 +30,6 @@ sparcoll_status_t freed_request(const char* call) {
       std::string(call) + ": *request is null (a finished request is freed and set to NULL by sparcoll_wait and "
                           "sparcoll_test)"));
 }
-
-// C enums are ints; the C++ ones are bytes. A value that does not fit a byte becomes 255 (no
-// valid value of any of them) rather than wrapping onto a valid one: the C++ layer then fails the
-// collective on every rank as the invalid argument it is, which a local rejection here would not
-// (the other ranks would wait for this one).
-template <typename E>
-E to_cpp(int raw) {
-  return static_cast<E>(raw >= 0 && raw <= 0xff ? raw : 0xff);
-}
-
-sparcoll::DataType dtype_of(sparcoll_dtype_t t) { return to_cpp<sparcoll::DataType>(t); }
-sparcoll::ReduceOp op_of(sparcoll_op_t op) { return to_cpp<sparcoll::ReduceOp>(op); }
-sparcoll::Algorithm algo_of(sparcoll_algo_t a) { return to_cpp<sparcoll::Algorithm>(a); }
 
 sparcoll_status_t check_request(const char* call, sparcoll_request_t request) {
   return sparcoll::capi::check_handle(call, "*request", HandleKind::request, request);

@@ -65,8 +65,8 @@ sparcoll_status_t sparcoll_allreduce_sparse(sparcoll_comm_t comm, const int64_t*
       return bad;
   return guarded([&] {
     comm->comm.allreduce_sparse(reinterpret_cast<const std::int64_t*>(indices), values, nnz, dim,
-                                static_cast<sparcoll::DataType>(dtype), static_cast<sparcoll::ReduceOp>(op),
-                                result ? &result->result : nullptr, static_cast<sparcoll::Algorithm>(algorithm));
+                                sparcoll::capi::dtype_of(dtype), sparcoll::capi::op_of(op),
+                                result ? &result->result : nullptr, sparcoll::capi::algo_of(algorithm));
   });
 }
 

@@ -1,4 +1,5 @@
-// Non-zero block bitmaps: the block loop, the split over TBB threads, and the scalar kernel.
+// Non-zero block bitmaps: the block loop, the split over TBB threads (parallel_ranges.hpp), and
+// the scalar kernel.
 #include "block/bitmap.hpp"
 
 #include <algorithm>
@@ -8,8 +9,7 @@
 #include "block/bitmap_kernels.hpp"
 
 #ifdef SPARCOLL_HAVE_TBB
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
+#include "block/parallel_ranges.hpp"
 #endif
 
 namespace sparcoll::block {
@@ -64,6 +64,19 @@ void scan_words(const ScanJob& job, std::size_t first_word, std::size_t end_word
 }
 
 using ScanWordsFn = void (*)(const ScanJob&, std::size_t, std::size_t, std::uint64_t*, std::uint64_t*) noexcept;
+
+// One scan over TBB's threads: what each task needs (parallel_ranges passes it as a void*).
+struct ParallelScan {
+  const ScanJob* job;
+  ScanWordsFn scan;
+  std::uint64_t* bits;
+  std::uint64_t* signed_zero_bits;
+};
+
+[[maybe_unused]] void scan_word_range(void* context, std::size_t first_word, std::size_t end_word) {
+  const auto& p = *static_cast<const ParallelScan*>(context);
+  p.scan(*p.job, first_word, end_word, p.bits, p.signed_zero_bits);
+}
 
 AnyNonzeroFn any_nonzero_for(SimdLevel level) noexcept {
   switch (level) {
@@ -127,10 +140,8 @@ std::size_t scan_nonzero_blocks_at(SimdLevel level, const void* data, std::size_
 #ifdef SPARCOLL_HAVE_TBB
   if (job.total_bytes > kParallelScanBytes && nwords > 1) {
     const std::size_t grain = std::max<std::size_t>(1, kBytesPerTask / (job.block_bytes * 64));
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, nwords, grain),
-                      [&](const tbb::blocked_range<std::size_t>& r) {
-                        scan(job, r.begin(), r.end(), bits, signed_zero_bits);
-                      });
+    ParallelScan parallel{&job, scan, bits, signed_zero_bits};
+    parallel_ranges(nwords, grain, scan_word_range, &parallel);
   } else {
     scan(job, 0, nwords, bits, signed_zero_bits);
   }

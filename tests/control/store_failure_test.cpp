@@ -219,9 +219,14 @@ TEST(StoreFailure, AtTheDescriptorLimitTheServerPausesInsteadOfSpinning) {
     std::this_thread::sleep_for(std::chrono::seconds(2));
     ::_exit(0);
   }
+  // The parent keeps no write end: a child that dies before it reports (its server did not
+  // start, or ThreadSanitizer ended it for starting a thread after fork) gives end of file here
+  // and fails the test, instead of a read that waits forever.
+  ::close(report[1]);
   ::close(err_pipe[1]);
   std::uint16_t port = 0;
-  ASSERT_EQ(::read(report[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  ASSERT_EQ(::read(report[0], &port, sizeof port), static_cast<ssize_t>(sizeof port))
+      << "the child died before it reported its server's port";
   std::vector<std::unique_ptr<RawSocket>> flood;
   for (int i = 0; i < 100; ++i) flood.push_back(std::make_unique<RawSocket>(port));
   std::string log;
@@ -232,7 +237,6 @@ TEST(StoreFailure, AtTheDescriptorLimitTheServerPausesInsteadOfSpinning) {
   rusage usage{};
   ASSERT_EQ(::wait4(child, &status, 0, &usage), child);
   ::close(report[0]);
-  ::close(report[1]);
   ::close(err_pipe[0]);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   std::size_t lines = 0;

@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sanitizer_report.hpp"
+
 extern char** environ;
 
 namespace sparcoll::testing {
@@ -40,6 +42,7 @@ class Launcher {
     std::vector<std::string> argv;
     if (!as_given) argv.push_back(launcher_path());
     argv.insert(argv.end(), args.begin(), args.end());
+    for (const std::string& a : argv) command_ += (command_.empty() ? "" : " ") + a;
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
     env.insert(env.end(), extra_env.begin(), extra_env.end());
@@ -113,6 +116,12 @@ class Launcher {
     reaped_ = true;
     result_.seconds = std::chrono::duration<double>(Clock::now() - started_).count();
     result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    // A sanitized program's report fails the test even when the test expected the program to
+    // fail or ignores its output (scripts/sanitize; sanitizer_report.hpp).
+    for (const std::string* stream : {&result_.err, &result_.out}) {
+      const std::string report = sanitizer_report(*stream);
+      if (!report.empty()) ADD_FAILURE() << "sanitizer report from " << command_.substr(0, 300) << ":\n" << report;
+    }
     return result_;
   }
 
@@ -151,6 +160,7 @@ class Launcher {
     return true;
   }
 
+  std::string command_;            // for messages
   std::chrono::seconds watchdog_;  // a hung launcher fails the test instead of hanging it
   pid_t pid_ = -1;
   bool reaped_ = false;

@@ -1,0 +1,17 @@
+// Runs a function over disjoint sub-ranges of [0, n) on TBB's threads (the bitmap scan of large
+// tensors). Internal to src/block; built only with TBB (SPARCOLL_HAVE_TBB).
+#pragma once
+
+#include <cstddef>
+
+namespace sparcoll::block {
+
+using RangeFn = void (*)(void* context, std::size_t begin, std::size_t end);
+
+// Calls fn(context, begin, end) over sub-ranges of [0, n) of at least `grain` items (but the
+// last), covering each index once, on TBB's worker threads and the caller's; returns when every
+// call has returned. Everything the caller did before happens-before each call, and each call
+// happens-before the return, also as ThreadSanitizer sees it (parallel_ranges.cpp says how).
+void parallel_ranges(std::size_t n, std::size_t grain, RangeFn fn, void* context);
+
+}  // namespace sparcoll::block
