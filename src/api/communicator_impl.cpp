@@ -413,6 +413,9 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   //   - one rank: block-sparse, which copies;
   //   - a small tensor: recursive doubling, log2(n) whole-tensor exchanges, where latency
   //     outweighs bytes and lanes, windows and the density decision cost more than they save;
+  //   - over shm, a medium tensor (below SPARCOLL_HYBRID_MIN_BYTES): the ring, which there
+  //     beats Open MPI's vader while the hybrid's count exchange and thread hand-offs (~0.1 ms)
+  //     cost more than block-sparse saves (measured: docs/perf.md, "Never slower");
   //   - anything larger: the hybrid, which decides per stripe from the scan block-sparse
   //     makes anyway (docs/algorithms.md, "auto").
   // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or
@@ -425,6 +428,7 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   if (size() == 1) return Algorithm::block_sparse;
   const std::size_t esize = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype_size(dtype) : 4;
   if (count <= options_.small_tensor_bytes / esize) return Algorithm::recursive_doubling;
+  if (transport() == "shm" && count < options_.hybrid_min_bytes / esize) return Algorithm::ring;
   return Algorithm::hybrid;
 }
 

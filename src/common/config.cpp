@@ -384,6 +384,12 @@ const std::vector<ConfigVariable>& config_variables() {
        "per round, log2(n) rounds: latency beats bandwidth there), a larger one the hybrid. Must be equal on "
        "every process.",
        {}, &parse_nonnegative_u32<&Options::small_tensor_bytes>},
+      {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
+       "algo=auto over shm: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes takes the dense "
+       "ring, a larger one the hybrid (whose count exchange and hand-offs cost about 0.1 ms, more than block-sparse "
+       "saves there; docs/algorithms.md). Over other transports the hybrid starts above SPARCOLL_SMALL_TENSOR_BYTES. "
+       "Must be equal on every process.",
+       {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
        &parse_nonnegative_int<&Options::aggregators>},
