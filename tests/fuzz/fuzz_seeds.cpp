@@ -108,7 +108,7 @@ void proto_seeds() {
 Bytes peer(coll::PeerKind kind, std::uint32_t seq, std::uint32_t tag, std::uint64_t total, std::uint64_t offset,
            const std::string& payload) {
   const coll::PeerHeader h{coll::kPeerMagic, coll::kPeerVersion, static_cast<std::uint8_t>(kind),
-                           static_cast<std::uint16_t>(kind == PeerKind::data ? 0x8000 : 0), seq, tag, total, offset};
+                           static_cast<std::uint16_t>(kind == coll::PeerKind::data ? 0x8000 : 0), seq, tag, total, offset};
   Bytes out;
   append(&out, h);
   append(&out, payload);
