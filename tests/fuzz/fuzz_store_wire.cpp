@@ -39,7 +39,8 @@ void decode_body(std::string_view frame, std::string_view body) {
   wire::Request request;
   if (wire::decode(body, &request).ok()) {
     FUZZ_CHECK(request.type == wire::MsgType::set || request.type == wire::MsgType::get ||
-               request.type == wire::MsgType::add || request.type == wire::MsgType::wait_at_least);
+               request.type == wire::MsgType::add || request.type == wire::MsgType::wait_at_least ||
+               request.type == wire::MsgType::diagnose);
     FUZZ_CHECK(!request.key.empty() && request.key.size() <= wire::kMaxKeyBytes);
     FUZZ_CHECK(request.value.size() <= wire::kMaxValueBytes);
     FUZZ_CHECK(request.type == wire::MsgType::set || request.value.empty());
