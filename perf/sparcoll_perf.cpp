@@ -94,6 +94,26 @@ Flags parse(int argc, char** argv) {
   return f;
 }
 
+// The sweep's untimed helpers, on the communicator. The library reduces f32: microseconds keep 7
+// significant digits, plenty for timings.
+void max_over_ranks(sparcoll::Communicator& comm, double* v, std::size_t n) {
+  std::vector<float> f(v, v + n);
+  comm.allreduce(f.data(), f.data(), n, sparcoll::DataType::f32, sparcoll::ReduceOp::max);
+  for (std::size_t i = 0; i < n; ++i) v[i] = f[i];
+}
+
+// Exact through i32 sums: 21-bit pieces summed over at most 1024 ranks stay below 2^31.
+void sum_over_ranks(sparcoll::Communicator& comm, std::uint64_t* v, std::size_t n) {
+  std::vector<std::int32_t> parts(3 * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int k = 0; k < 3; ++k) parts[3 * i + k] = static_cast<std::int32_t>((v[i] >> (21 * k)) & 0x1fffff);
+  comm.allreduce(parts.data(), parts.data(), parts.size(), sparcoll::DataType::i32, sparcoll::ReduceOp::sum);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i] = 0;
+    for (int k = 0; k < 3; ++k) v[i] += static_cast<std::uint64_t>(parts[3 * i + k]) << (21 * k);
+  }
+}
+
 // The floor under any allreduce that must look at every element: each rank reads its whole
 // tensor once (an OR over 64-bit words, which the compiler vectorizes; memory-bound at sizes
 // where the floor matters), every rank at the same time after the sweep's barrier. The
@@ -113,21 +133,8 @@ class ReadFloor final : public sparcoll::perf::Collective {
     for (std::size_t i = 0; i < bytes % 8; ++i) any |= tail[i];
     sink_ = any;  // volatile: the read is not optimized away
   }
-  void max_f64(double* v, std::size_t n) override {
-    std::vector<float> f(v, v + n);
-    comm_.allreduce(f.data(), f.data(), n, sparcoll::DataType::f32, sparcoll::ReduceOp::max);
-    for (std::size_t i = 0; i < n; ++i) v[i] = f[i];
-  }
-  void sum_u64(std::uint64_t* v, std::size_t n) override {
-    std::vector<std::int32_t> parts(3 * n);
-    for (std::size_t i = 0; i < n; ++i)
-      for (int k = 0; k < 3; ++k) parts[3 * i + k] = static_cast<std::int32_t>((v[i] >> (21 * k)) & 0x1fffff);
-    comm_.allreduce(parts.data(), parts.data(), parts.size(), sparcoll::DataType::i32, sparcoll::ReduceOp::sum);
-    for (std::size_t i = 0; i < n; ++i) {
-      v[i] = 0;
-      for (int k = 0; k < 3; ++k) v[i] += static_cast<std::uint64_t>(parts[3 * i + k]) << (21 * k);
-    }
-  }
+  void max_f64(double* v, std::size_t n) override { max_over_ranks(comm_, v, n); }
+  void sum_u64(std::uint64_t* v, std::size_t n) override { sum_over_ranks(comm_, v, n); }
   bool computes_allreduce() const override { return false; }
 
  private:
@@ -160,23 +167,8 @@ class SparcollCollective final : public sparcoll::perf::Collective {
                            (algo_ == sparcoll::Algorithm::from_options && comm_.options().algo == "auto");
     return automatic ? std::string(sparcoll::algorithm_name(ran_)) : std::string();
   }
-  void max_f64(double* v, std::size_t n) override {
-    // The library reduces f32: microseconds keep 7 significant digits, plenty for timings.
-    std::vector<float> f(v, v + n);
-    comm_.allreduce(f.data(), f.data(), n, sparcoll::DataType::f32, sparcoll::ReduceOp::max);
-    for (std::size_t i = 0; i < n; ++i) v[i] = f[i];
-  }
-  void sum_u64(std::uint64_t* v, std::size_t n) override {
-    // Exact through i32 sums: 21-bit pieces summed over at most 1024 ranks stay below 2^31.
-    std::vector<std::int32_t> parts(3 * n);
-    for (std::size_t i = 0; i < n; ++i)
-      for (int k = 0; k < 3; ++k) parts[3 * i + k] = static_cast<std::int32_t>((v[i] >> (21 * k)) & 0x1fffff);
-    comm_.allreduce(parts.data(), parts.data(), parts.size(), sparcoll::DataType::i32, sparcoll::ReduceOp::sum);
-    for (std::size_t i = 0; i < n; ++i) {
-      v[i] = 0;
-      for (int k = 0; k < 3; ++k) v[i] += static_cast<std::uint64_t>(parts[3 * i + k]) << (21 * k);
-    }
-  }
+  void max_f64(double* v, std::size_t n) override { max_over_ranks(comm_, v, n); }
+  void sum_u64(std::uint64_t* v, std::size_t n) override { sum_over_ranks(comm_, v, n); }
   bool traffic(std::uint64_t* sent, std::uint64_t* received) override {
     const sparcoll::TrafficStats t = comm_.traffic();
     *sent = t.bytes_sent;
