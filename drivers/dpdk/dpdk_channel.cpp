@@ -575,6 +575,7 @@ void DpdkChannel::receive(std::uint32_t budget) {
     } else if (shared_port_closed_) {
       continue;
     }
+    if (src.reader != nullptr && src.reader->exchange(true, std::memory_order_acquire)) continue;
     for (int round = 0; round < kRxRounds && budget > 0; ++round) {
       const auto want = static_cast<std::uint16_t>(std::min<std::uint32_t>(budget, kBurst));
       const std::uint16_t n = rte_eth_rx_burst(src.port, src.queue, mbufs, want);
@@ -582,6 +583,7 @@ void DpdkChannel::receive(std::uint32_t budget) {
       for (std::uint16_t i = 0; i < n; ++i) steer(mbufs[i]);
       if (n < want) break;
     }
+    if (src.reader != nullptr) src.reader->store(false, std::memory_order_release);
   }
   if (sources > 0 && ++next_source_ >= sources) next_source_ = 0;
   void* objs[kBurst];

@@ -33,7 +33,8 @@
 //               in a simultaneous close the lower process index answers, the higher one waits
 //               for the answer and then closes the link (see docs/dpdk.md).
 //
-// Receive steering: the channel polls its RX queues; a frame for another channel goes into that
+// Receive steering: the channel polls its RX queues (in port mode without rte_flow rules, every
+// queue, one reader at a time); a frame for another channel goes into that
 // channel's rte_ring (multi-producer, single consumer), which every channel drains in poll().
 // Frames are validated field by field (dpdk_wire.hpp, then against the peer's state); anything
 // invalid is counted in dropped_invalid and freed.
@@ -83,6 +84,9 @@ struct RxSource {
   std::uint16_t port = 0;
   std::uint16_t queue = 0;
   std::int32_t peer_pos = -1;
+  // A shared-port queue that several channels read (see the driver's port mode): whoever reads
+  // it holds this flag for the burst, and a channel that finds it held skips the queue.
+  std::atomic<bool>* reader = nullptr;
 };
 
 // A (port, queue) the channel transmits on, with its software backlog.

@@ -170,6 +170,8 @@ struct Core {
   std::vector<rte_mempool*> ext_pools;  // by channel: mbufs that attach user memory (zero-copy)
   bool multi_seg = true;              // every port takes chained mbufs
   std::vector<rte_ring*> rings;       // by channel
+  // Port mode without exact steering: one flag per rx queue, held by the channel reading it.
+  std::unique_ptr<std::atomic<bool>[]> rx_readers;
   std::vector<std::unique_ptr<DpdkChannel>> channels;
 
   ~Core() {
@@ -660,6 +662,7 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
     status = configure_shared_port(core_->ports[0], ctx.channels, core_->pools, me.ip, static_cast<std::uint16_t>(me.udp),
                                    &shared);
     if (!status.ok()) return status;
+    core_->rx_readers = std::make_unique<std::atomic<bool>[]>(shared.rx_queues);
     free_parked_pools(core_->ports[0].id);
     SC_LOG_INFO("dpdk: port mode on port %u (%s, %s), %s %s:%u, %u rx / %u tx queues, steering: %s; checksum offload "
                 "ip %s udp %s rx %s; frames up to %u bytes",
@@ -715,7 +718,20 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
         cs.targets.push_back(TxTarget{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i), cs.window + 16});
       }
     } else {
-      if (c < shared.rx_queues) cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(c), -1});
+      // With rte_flow rules a channel's frames arrive on its own queue. Otherwise (RSS, the
+      // kernel's fanout behind net_af_packet, a single queue) they can land on any queue, and
+      // the channel that owns that queue may not poll for a long time: the collective thread
+      // sleeps between calls, and a dedicated aggregator never polls its second channel. A
+      // 5%-loss test lost whole flows that way (af_packet had moved them onto the idle
+      // channel's socket). So each channel reads every queue, one reader at a
+      // time, and forwards what belongs to another channel.
+      for (std::uint32_t q = c; q < shared.rx_queues; q += ctx.channels)
+        cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(q), -1,
+                                 shared.exact_steering ? nullptr : &core_->rx_readers[q]});
+      if (!shared.exact_steering)
+        for (std::uint32_t q = 0; q < shared.rx_queues; ++q)
+          if (q % ctx.channels != c)
+            cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(q), -1, &core_->rx_readers[q]});
       cs.targets.push_back(TxTarget{core_->ports[0].id, static_cast<std::uint16_t>(c), -1,
                                     static_cast<std::uint32_t>(ctx.peers.size()) * (cs.window + 16)});
     }

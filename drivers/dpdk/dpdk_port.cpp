@@ -231,7 +231,14 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
                                               " channels (SPARCOLL_THREADS + 1 for the collective thread); give "
                                               "the device more queues (net_af_packet: qpairs=N) or use fewer threads");
   const auto txq = static_cast<std::uint16_t>(channels);
-  const std::uint16_t rxq = info.max_rx_queues >= channels ? txq : 1;
+  // net_af_packet opens one packet socket per queue pair when the device is created (qpairs=N)
+  // and the kernel fans frames out over all of them (by flow hash, rolling over to another
+  // socket when one is short of room) whether or not the queue is configured: a queue nobody
+  // polls swallows every frame sent to it. A 1-channel process (a dedicated aggregator) on a
+  // qpairs=2 device lost whole flows that way once the kernel had rolled them over during a
+  // stall. So every such queue is configured and polled (channel c takes c, c + channels, ...).
+  const bool every_queue = std::string(info.driver_name) == "net_af_packet" && info.max_rx_queues > channels;
+  const std::uint16_t rxq = every_queue ? info.max_rx_queues : info.max_rx_queues >= channels ? txq : 1;
   rte_eth_conf conf {};
   const std::uint64_t rss = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4 | RTE_ETH_RSS_IP);
   if (rxq > 1 && rss != 0) {
@@ -265,7 +272,7 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
   for (std::uint16_t q = 0; q < rxq; ++q) {
     rte_eth_rxconf rxconf = info.default_rxconf;
     rxconf.offloads = conf.rxmode.offloads;
-    if (int rc = rte_eth_rx_queue_setup(port.id, q, nb_rx, SOCKET_ID_ANY, &rxconf, pools[q]); rc != 0)
+    if (int rc = rte_eth_rx_queue_setup(port.id, q, nb_rx, SOCKET_ID_ANY, &rxconf, pools[q % channels]); rc != 0)
       return Status(ErrorCode::system_error, "dpdk: rx queue " + std::to_string(q) + " of port " + name +
                                                  " failed: " + dpdk_error(rc));
   }
@@ -282,10 +289,11 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
   out->rx_queues = rxq;
 
   // Steering: a flow rule per channel sends its UDP port to its queue.
-  out->steering = rxq > 1 ? (conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "rss (frames for another channel are forwarded)"
-                                                                      : "none (frames for another channel are forwarded)")
-                          : "one rx queue, polled by channel 0, which forwards frames for the others";
-  if (rxq > 1) {
+  out->steering = std::string(every_queue ? "the kernel's fanout over every af_packet socket"
+                               : rxq > 1  ? (conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "rss" : "none")
+                                          : "one rx queue") +
+                  " (every channel reads every queue and forwards frames for another channel)";
+  if (rxq > 1 && rxq == txq) {
     bool all = true;
     for (std::uint16_t c = 0; c < rxq && all; ++c) {
       rte_flow_attr attr {};
@@ -324,6 +332,7 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
       }
     }
     if (all) {
+      out->exact_steering = true;
       out->steering = "rte_flow (udp destination port -> the channel's queue)";
     } else {
       rte_flow_error error {};

@@ -56,7 +56,10 @@ inline constexpr std::uint16_t kTxDescriptors = 1024;
 
 // How a shared port was set up.
 struct SharedPortSetup {
-  std::uint16_t rx_queues = 1;      // channel c < rx_queues polls queue c
+  std::uint16_t rx_queues = 1;
+  // rte_flow rules put every frame on its channel's queue (c); otherwise a channel's frames can
+  // land on any queue.
+  bool exact_steering = false;
   bool ip_checksum_offload = false;
   bool udp_checksum_offload = false;
   bool rx_checksum_offload = false;

@@ -196,6 +196,21 @@ TEST_F(AllreduceDpdkNetns, TwoHostsAfPacket) {
   run(2, 0, kNetnsMatrix);
 }
 
+// More af_packet sockets than channels (qpairs=4, 2 channels): the kernel fans the flows out over
+// all four sockets by hash, so most flows land on a queue that is not their channel's, or on
+// one no channel owns. Every queue is configured and every channel reads every queue; before
+// that, frames on the queues beyond the channels were never read and flows stalled (and a
+// channel whose thread was idle, the collective thread or an aggregator's second channel,
+// held the frames it received for the other: 5% loss under load stalled a job for 30 s).
+TEST_F(AllreduceDpdkNetns, AfPacketWithMoreSocketsThanChannels) {
+  cluster(3, "");
+  const auto r = run(2, 1, kNetnsMatrix,
+                     {"SPARCOLL_DPDK_EAL_ARGS=--vdev=net_af_packet0,iface=veth0,framecnt=4096,qpairs=4",
+                      "SPARCOLL_LOG_LEVEL=info"});
+  EXPECT_NE(r.err.find("4 rx / 2 tx queues"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("every channel reads every queue"), std::string::npos) << r.err;
+}
+
 TEST_F(AllreduceDpdkNetns, ThreeRanksAndADedicatedAggregatorAfPacket) {
   cluster(4, "");
   run(3, 1, kNetnsMatrix);
