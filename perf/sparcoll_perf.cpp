@@ -158,9 +158,8 @@ class SparcollCollective final : public sparcoll::perf::Collective {
     comm_.register_buffer(buffer, count * sparcoll::dtype_size(dtype));
   }
   void allreduce(const void* send, void* recv, std::size_t count, sparcoll::DataType dtype, sparcoll::ReduceOp op) override {
-    sparcoll::Request request = comm_.iallreduce(send, recv, count, dtype, op, algo_);
-    request.wait();
-    ran_ = request.stats().algorithm;
+    // The blocking call, as a training loop makes it (it may run in this thread).
+    ran_ = comm_.allreduce(send, recv, count, dtype, op, algo_).algorithm;
   }
   std::string ran_algorithm() const override {
     const bool automatic = algo_ == sparcoll::Algorithm::auto_select ||

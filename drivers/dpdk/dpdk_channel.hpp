@@ -158,6 +158,8 @@ class DpdkChannel final : public Channel {
   // True when every message sent has been acknowledged (or never will be: the peer is gone).
   bool flushed() override;
   const Status& error() const override { return error_; }
+  // Each thread that polls registers as an lcore and keeps mempool caches: one owner thread.
+  bool any_thread() const override { return false; }
   ChannelCounters counters() const override { return counters_; }
 
   // Test hook: copies a raw Ethernet frame into an mbuf and pushes it into the steering ring of

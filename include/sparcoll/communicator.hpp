@@ -119,8 +119,10 @@ class Communicator {
 
   // recv = reduce(send over all ranks). In place when send == recv. `count` elements of `dtype`.
   // Runs options().algo (SPARCOLL_ALGO; default auto: recursive doubling for small tensors, the
-  // hybrid of block-sparse and dense stripes for the rest, docs/algorithms.md).
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  // hybrid of block-sparse and dense stripes for the rest, docs/algorithms.md). Returns what ran
+  // (OpStats::algorithm) and its traffic. With nothing else in flight, a collective the caller
+  // waits for runs in the calling thread (docs/architecture.md), so it costs no thread hand-off.
+  OpStats allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   // Non-blocking; buffers must stay valid until the request completes. Up to
   // options.max_inflight operations (rounded up to a power of two) run at once; more wait for a
   // free slot inside the call.
@@ -128,7 +130,7 @@ class Communicator {
   // The same with the algorithm named per call (Algorithm::from_options = options().algo). Every
   // rank must name the same one. Block-sparse runs on the progress threads; the others on the
   // communicator's collective thread, one after another in call order.
-  void allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo);
+  OpStats allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo);
   Request iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo);
 
   // Sparse allreduce (SparCML; docs/algorithms.md): each rank gives `nnz` entries of a vector of

@@ -50,8 +50,8 @@ Request Communicator::iallreduce(const void* send, void* recv, std::size_t count
   return iallreduce(send, recv, count, dtype, op, Algorithm::from_options);
 }
 
-void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
-  iallreduce(send, recv, count, dtype, op).wait();
+OpStats Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+  return allreduce(send, recv, count, dtype, op, Algorithm::from_options);
 }
 
 Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
@@ -61,9 +61,14 @@ Request Communicator::iallreduce(const void* send, void* recv, std::size_t count
   return Request(impl_, std::move(state));
 }
 
-void Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                             Algorithm algo) {
-  iallreduce(send, recv, count, dtype, op, algo).wait();
+OpStats Communicator::allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                Algorithm algo) {
+  // The caller waits: the collective may run in this thread (CommunicatorImpl::submit).
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iallreduce(send, recv, count, dtype, op, algo, &state, /*caller_waits=*/true));
+  Request request(impl_, std::move(state));
+  request.wait();
+  return request.stats();
 }
 
 Request Communicator::iallreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz,

@@ -283,7 +283,7 @@ engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* 
 // (the one scan) and reserved; the collective thread exchanges the stripe counts, decides, and
 // hands the sparse stripes to the engine.
 Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                                           std::shared_ptr<RequestState>* out) {
+                                           std::shared_ptr<RequestState>* out, bool caller_waits) {
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
   const std::string problem = check_arguments(send, recv, count, dtype, op);
   engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, problem);
@@ -308,7 +308,7 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   std::string local_problem = problem;
   if (local_problem.empty() && state.abort) local_problem = state.abort_reason;
   return submit(c, "allreduce op", local_problem, out, std::string(),
-                problem.empty() && state.abort ? state.abort_code : ErrorCode::invalid_argument);
+                problem.empty() && state.abort ? state.abort_code : ErrorCode::invalid_argument, caller_waits);
 }
 
 Status CommunicatorImpl::register_buffer(const void* buffer, std::size_t bytes) {
@@ -411,8 +411,11 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   // auto decides from what every rank already has, the same on every rank (count, dtype and
   // SPARCOLL_SMALL_TENSOR_BYTES are), with no message and no pass over the data:
   //   - one rank: block-sparse, which copies;
-  //   - a small tensor: recursive doubling, log2(n) whole-tensor exchanges, where latency
-  //     outweighs bytes and lanes, windows and the density decision cost more than they save;
+  //   - a small tensor: recursive doubling, log2(p) whole-tensor exchanges, where latency
+  //     outweighs bytes and lanes, windows and the density decision cost more than they save.
+  //     Its bytes grow with log2(p) while the ring's stay under 2x the tensor, so the limit
+  //     halves with each doubling of the ranks above 2 (4 ranks: 32 KiB; measured on shm, the
+  //     ring overtook it between 16 and 64 KiB) and the ring takes the rest of the small range;
   //   - over shm, a medium tensor (below SPARCOLL_HYBRID_MIN_BYTES): the ring, which there
   //     beats Open MPI's vader while the hybrid's count exchange and thread hand-offs (~0.1 ms)
   //     cost more than block-sparse saves (measured: docs/perf.md, "Never slower");
@@ -427,13 +430,18 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   (void)op;
   if (size() == 1) return Algorithm::block_sparse;
   const std::size_t esize = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype_size(dtype) : 4;
-  if (count <= options_.small_tensor_bytes / esize) return Algorithm::recursive_doubling;
+  if (count <= options_.small_tensor_bytes / esize) {
+    const int doublings = std::bit_width(size() - 1u);  // ceil(log2 p) for p >= 2
+    return count <= (options_.small_tensor_bytes >> (doublings - 1)) / esize ? Algorithm::recursive_doubling
+                                                                               : Algorithm::ring;
+  }
   if (transport() == "shm" && count < options_.hybrid_min_bytes / esize) return Algorithm::ring;
   return Algorithm::hybrid;
 }
 
 Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::string& problem,
-                                std::shared_ptr<RequestState>* out, const std::string& detail, ErrorCode code) {
+                                std::shared_ptr<RequestState>* out, const std::string& detail, ErrorCode code,
+                                bool caller_waits) {
   op.invalid_code = code;
   // A rank with bad arguments still submits: the collective thread aborts the collective on
   // every rank (so no peer waits for its deadline), carrying this text.
@@ -445,18 +453,27 @@ Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::s
   op.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   op.request = std::make_shared<RequestState>();
   *out = op.request;
+  // An allreduce with nothing queued ahead of it runs here when it is small (handing it to the
+  // collective thread and back costs two wake-ups, more than its transfers) or when the caller
+  // waits for it anyway (allreduce, not iallreduce): docs/architecture.md.
+  const bool allreduce = op.kind == coll::CollKind::allreduce || op.kind == coll::CollKind::hybrid_allreduce;
+  if (allreduce && (caller_waits || op.count * dtype_size(op.dtype) <= options_.small_tensor_bytes) &&
+      executor_->can_run_here()) {
+    executor_->run_here(op);
+    return Status();
+  }
   executor_->submit(op);
   return Status();
 }
 
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                                    Algorithm algo, std::shared_ptr<RequestState>* out) {
+                                    Algorithm algo, std::shared_ptr<RequestState>* out, bool caller_waits) {
   if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::hybrid))
     return Status(ErrorCode::invalid_argument,
                   "allreduce: algorithm " + std::to_string(static_cast<int>(algo)) + " is not a known algorithm");
   const Algorithm chosen = resolve(algo, send, count, dtype, op);
   if (chosen == Algorithm::block_sparse) return iallreduce(send, recv, count, dtype, op, out);
-  if (chosen == Algorithm::hybrid) return iallreduce_hybrid(send, recv, count, dtype, op, out);
+  if (chosen == Algorithm::hybrid) return iallreduce_hybrid(send, recv, count, dtype, op, out, caller_waits);
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
   coll::CollOp& c = executor_->next_slot();
   c.kind = coll::CollKind::allreduce;
@@ -470,7 +487,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   if (problem.empty() && is_sparse_algorithm(chosen) && count > kMaxSparseDim)
     problem = "count " + std::to_string(count) + " exceeds 2^32, the index range of " +
               std::string(algorithm_name(chosen)) + " (indices travel as u32)";
-  return submit(c, "allreduce op", problem, out);
+  return submit(c, "allreduce op", problem, out, std::string(), ErrorCode::invalid_argument, caller_waits);
 }
 
 Status CommunicatorImpl::ibroadcast(void* buffer, std::size_t count, DataType dtype, int root,

@@ -23,8 +23,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                     std::shared_ptr<RequestState>* out);
+  // caller_waits: the caller waits for the result before doing anything else (allreduce, not
+  // iallreduce), so the collective may run in its thread whatever its size (see submit()).
   Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo,
-                    std::shared_ptr<RequestState>* out);
+                    std::shared_ptr<RequestState>* out, bool caller_waits = false);
   Status iallreduce_sparse(const std::int64_t* indices, const void* values, std::size_t nnz, std::size_t dim,
                            DataType dtype, ReduceOp op, SparseResult* result, Algorithm algo,
                            std::shared_ptr<RequestState>* out);
@@ -64,17 +66,19 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   engine::OpState& prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                         const std::string& problem);
   Status iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                           std::shared_ptr<RequestState>* out);
+                           std::shared_ptr<RequestState>* out, bool caller_waits);
   // Fills state.bitmap from the send buffer (and in place, zeroes -0.0 blocks of recv). Throws
   // std::bad_alloc when the bitmap does not fit in memory.
   void scan_blocks(engine::OpState& state, std::size_t count, DataType dtype);
   // The algorithm an allreduce_sparse runs; sets *problem when `algo` is not a sparse one.
   Algorithm resolve_sparse(Algorithm algo, std::string* problem) const;
-  // Hands a filled peer-to-peer collective to the collective thread.
+  // Hands a filled peer-to-peer collective to the collective thread, or runs it in the calling
+  // thread (an allreduce, nothing queued ahead of it, and either small or caller_waits).
   // `problem` non-empty: this rank's arguments are bad; every rank then fails the collective
   // with "<what> <number><detail>: <problem>".
   Status submit(coll::CollOp& op, const char* what, const std::string& problem, std::shared_ptr<RequestState>* out,
-                const std::string& detail = std::string(), ErrorCode code = ErrorCode::invalid_argument);
+                const std::string& detail = std::string(), ErrorCode code = ErrorCode::invalid_argument,
+                bool caller_waits = false);
   Status check_usable(const char* what) const;
   void shutdown();
 

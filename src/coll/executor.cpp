@@ -25,6 +25,7 @@ Executor::Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_
       queue_(engine::op_slot_count(options.max_inflight)) {
   const std::uint32_t slots = engine::op_slot_count(options.max_inflight);
   for (std::uint32_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<CollOp>());
+  any_thread_ = channel != nullptr && channel->any_thread();
   thread_ = std::thread([this] { run(); });
 }
 
@@ -63,19 +64,54 @@ void Executor::add_traffic(TrafficStats* total) const noexcept {
   total->messages_received += messages_received_.load(std::memory_order_relaxed);
 }
 
+bool Executor::can_run_here() const {
+  if (!any_thread_) return false;
+  for (const auto& slot : slots_)
+    if (slot->busy.load(std::memory_order_acquire) != 0) return false;
+  return true;
+}
+
+void Executor::run_here(CollOp& op) {
+  ++next_seq_;
+  op.busy.store(1, std::memory_order_relaxed);
+  // The collective thread holds peers_ only while it polls between collectives (nothing is
+  // queued, so it runs nothing): that ends within one poll.
+  while (!take_peers(kCallingThread)) std::this_thread::yield();
+  const Status status = run_one(op);
+  ran_here_.fetch_add(1, std::memory_order_release);
+  complete(op, status);  // reads peers_' counters: before letting go of it
+  release_peers();
+}
+
 void Executor::run() {
   auto idle_since = Clock::now();
+  std::uint32_t ran_here_seen = 0;
   for (;;) {
     const std::uint32_t seen = wake_.load(std::memory_order_acquire);
+    // While the calling thread runs small collectives itself (run_here), it drives the channel:
+    // this thread sleeps instead of spinning beside it (on 2 cores a spinning thread here cost
+    // the caller's collective 80 us), and a submission wakes it.
+    const std::uint32_t ran_here = ran_here_.load(std::memory_order_acquire);
+    if (ran_here != ran_here_seen || peers_owner_.load(std::memory_order_acquire) == kCallingThread) {
+      ran_here_seen = ran_here;
+      futex_wait_for(&wake_, seen, 1'000'000);
+      continue;
+    }
+    if (!take_peers(kCollectiveThread)) continue;
     CollOp* op = nullptr;
     if (!queue_.pop(&op)) {
-      if (stop_.load(std::memory_order_acquire)) return;
+      if (stop_.load(std::memory_order_acquire)) {
+        release_peers();
+        return;
+      }
       // Idle, the channel is still served: a packet transport's peers wait for this rank's
       // acknowledgements of the last collective (they cannot finish it without them), and a
       // faster peer's fragments of the next one are stashed. Like the shards: spin for 5 ms
       // after the last activity (the next collective usually follows at once), then short
       // sleeps that a submission cuts short, longer ones after a second of nothing.
-      if (peers_.poll_idle()) {
+      const bool arrived = peers_.poll_idle();
+      release_peers();
+      if (arrived) {
         idle_since = Clock::now();
         continue;
       }
@@ -87,55 +123,63 @@ void Executor::run() {
       futex_wait_for(&wake_, seen, idle < std::chrono::seconds(1) ? 100'000 : 1'000'000);
       continue;
     }
-    Status status;
-    if (engine_->broken()) {
-      status = Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
-    } else {
-      try {
-        status = execute(*op);
-      } catch (const std::bad_alloc&) {
-        // The algorithm's buffers for this count: a local failure, told to every peer (below)
-        // like a bad argument, not a crash of this thread nor a wait for the deadline.
-        status = Status(ErrorCode::no_resource, peers_.what() + ": rank " + std::to_string(peers_.rank()) +
-                                                    " is out of memory for its buffers (count " +
-                                                    std::to_string(op->count) + ")");
-      }
-      if (!status.ok()) {
-        // Peers may be inside this collective still: tell them, so they fail it too.
-        peers_.abort_all(status);
-        const ErrorCode c = status.code();
-        if (fails_only_the_collective(c))
-          peers_.forget_failed();  // every rank fails this one; the next runs normally
-        else
-          engine_->break_with(status);  // a dead peer, a timeout, a corrupt message: streams are lost
-      }
-    }
-    bytes_sent_.fetch_add(peers_.bytes_sent(), std::memory_order_relaxed);
-    bytes_received_.fetch_add(peers_.bytes_received(), std::memory_order_relaxed);
-    messages_sent_.fetch_add(peers_.messages_sent(), std::memory_order_relaxed);
-    messages_received_.fetch_add(peers_.messages_received(), std::memory_order_relaxed);
-    std::shared_ptr<detail::RequestState> request = std::move(op->request);
-    request->stats = OpStats{peers_.bytes_sent(), peers_.bytes_received(), 0, 0, op->algo};
-    if (op->kind == CollKind::hybrid_allreduce) {
-      release_unused_sparse_part(*op);
-      request->stats.bytes_sent += hybrid_stats_.bytes_sent;
-      request->stats.bytes_received += hybrid_stats_.bytes_received;
-      request->stats.blocks_sent = hybrid_stats_.blocks_sent;
-      request->stats.blocks_received = hybrid_stats_.blocks_received;
-      request->stats.dense_elements = hybrid_stats_.dense_elements;
-      hybrid_stats_ = OpStats{};
-    }
-    if (op->kind == CollKind::compressed_allreduce) {
-      request->stats.payload_words_sent = op->compressed.payload_words;
-      request->stats.control_words_sent = op->compressed.control_words;
-    }
-    request->status = status;
-    op->busy.store(0, std::memory_order_release);
-    op->busy.notify_all();
-    request->done.store(1, std::memory_order_release);
-    request->done.notify_all();
+    const Status status = run_one(*op);
+    complete(*op, status);
+    release_peers();
     idle_since = Clock::now();
   }
+}
+
+Status Executor::run_one(CollOp& op) {
+  if (engine_->broken())
+    return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
+  Status status;
+  try {
+    status = execute(op);
+  } catch (const std::bad_alloc&) {
+    // The algorithm's buffers for this count: a local failure, told to every peer (below)
+    // like a bad argument, not a crash of this thread nor a wait for the deadline.
+    status = Status(ErrorCode::no_resource, peers_.what() + ": rank " + std::to_string(peers_.rank()) +
+                                                " is out of memory for its buffers (count " + std::to_string(op.count) +
+                                                ")");
+  }
+  if (!status.ok()) {
+    // Peers may be inside this collective still: tell them, so they fail it too.
+    peers_.abort_all(status);
+    const ErrorCode c = status.code();
+    if (fails_only_the_collective(c))
+      peers_.forget_failed();  // every rank fails this one; the next runs normally
+    else
+      engine_->break_with(status);  // a dead peer, a timeout, a corrupt message: streams are lost
+  }
+  return status;
+}
+
+void Executor::complete(CollOp& op, const Status& status) {
+  bytes_sent_.fetch_add(peers_.bytes_sent(), std::memory_order_relaxed);
+  bytes_received_.fetch_add(peers_.bytes_received(), std::memory_order_relaxed);
+  messages_sent_.fetch_add(peers_.messages_sent(), std::memory_order_relaxed);
+  messages_received_.fetch_add(peers_.messages_received(), std::memory_order_relaxed);
+  std::shared_ptr<detail::RequestState> request = std::move(op.request);
+  request->stats = OpStats{peers_.bytes_sent(), peers_.bytes_received(), 0, 0, op.algo};
+  if (op.kind == CollKind::hybrid_allreduce) {
+    release_unused_sparse_part(op);
+    request->stats.bytes_sent += hybrid_stats_.bytes_sent;
+    request->stats.bytes_received += hybrid_stats_.bytes_received;
+    request->stats.blocks_sent = hybrid_stats_.blocks_sent;
+    request->stats.blocks_received = hybrid_stats_.blocks_received;
+    request->stats.dense_elements = hybrid_stats_.dense_elements;
+    hybrid_stats_ = OpStats{};
+  }
+  if (op.kind == CollKind::compressed_allreduce) {
+    request->stats.payload_words_sent = op.compressed.payload_words;
+    request->stats.control_words_sent = op.compressed.control_words;
+  }
+  request->status = status;
+  op.busy.store(0, std::memory_order_release);
+  op.busy.notify_all();
+  request->done.store(1, std::memory_order_release);
+  request->done.notify_all();
 }
 
 Status Executor::execute(CollOp& op) {

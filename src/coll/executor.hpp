@@ -36,6 +36,14 @@ class Executor {
   CollOp& next_slot();
   // Calling thread: starts the op returned by next_slot() (fields filled in).
   void submit(CollOp& op);
+  // Calling thread: whether run_here() would take an op now: no earlier collective is queued
+  // or running, and the channel may be driven from this thread.
+  bool can_run_here() const;
+  // Calling thread: runs the op returned by next_slot() right here, to completion, instead of
+  // handing it to the collective thread (which waits meanwhile). For small collectives, whose
+  // two thread hand-offs (wake the collective thread, wake the caller) cost more than the
+  // transfers on a busy 2-core host. Only when can_run_here().
+  void run_here(CollOp& op);
   // Calling thread: waits until every submitted collective finished (teardown). The collective
   // thread keeps serving the channel until destruction, so peers still finishing their last
   // collective get what they need from this rank (acknowledgements) during the teardown barrier.
@@ -45,6 +53,17 @@ class Executor {
 
  private:
   void run();
+  // Executes op and handles its failure (tells the peers, breaks the communicator if needed).
+  Status run_one(CollOp& op);
+  // Publishes op's result and frees its slot.
+  void complete(CollOp& op, const Status& status);
+  // Who drives peers_: nobody, the collective thread, or the calling thread (run_here).
+  enum Driver : std::uint32_t { kNobody = 0, kCollectiveThread = 1, kCallingThread = 2 };
+  bool take_peers(std::uint32_t who) noexcept {
+    std::uint32_t free = kNobody;
+    return peers_owner_.compare_exchange_strong(free, who, std::memory_order_acquire);
+  }
+  void release_peers() noexcept { peers_owner_.store(kNobody, std::memory_order_release); }
   Status execute(CollOp& op);
   Status allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   Status exact_i32_avg(Algorithm algo, const void* send, void* recv, std::size_t count);
@@ -64,6 +83,9 @@ class Executor {
   engine::SpscQueue<CollOp*> queue_;
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<std::uint32_t> peers_owner_{kNobody};
+  std::atomic<std::uint32_t> ran_here_{0};  // collectives run_here() ran so far
+  bool any_thread_ = false;  // the channel may be driven by the calling thread
   algo::Scratch scratch_;
   std::vector<std::int32_t> halves_;
   std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe

@@ -94,6 +94,9 @@ class Channel {
   // driver's peers are processes of this host, whose memory process_vm_readv copies from (after
   // a check at setup that every peer allowed it). The same on every process of a job.
   virtual bool reads_peer_memory() const { return false; }
+  // Whether threads may take turns on this channel (one at a time, handing over through an
+  // acquire/release pair). False where the driver keeps per-thread state (dpdk's lcore caches).
+  virtual bool any_thread() const { return true; }
   // Copies `bytes` at address `remote` in `peer`'s address space to `local`: one copy, no message.
   // Errors (the peer is gone, the address is not mapped there) name the peer.
   virtual Status read_peer_memory(std::uint32_t peer, std::uint64_t remote, void* local, std::size_t bytes) {

@@ -72,6 +72,17 @@ INSTANTIATE_TEST_SUITE_P(Dense, DenseAllreduceMatrix,
                                   std::get<2>(info.param);
                          });
 
+// auto's small allreduces run in the calling thread when nothing is queued (coll/executor.hpp,
+// run_here), else on the collective thread behind the queued ones: with 4 in flight, small and
+// large sizes mixed, each rank's stream switches between the two, and the order (and every sum)
+// must come out the same as when everything is queued.
+TEST(AllreduceInCallingThread, SmallOnesBetweenQueuedLargeOnes) {
+  for (const char* transport : {"shm", "tcp"})
+    expect_passed(run_check(3, transport, 0,
+                            {"--sizes", "1,257,300007,1283,0,100003", "--densities", "0.1,1", "--patterns", "random",
+                             "--inflight", "4", "--repeat", "2"}));
+}
+
 // The hybrid allreduce: stripes of one tensor split between block-sparse and the dense path.
 // SPARCOLL_HYBRID_DENSE_PERCENT 0 sends every stripe dense, 101 none, 40 (the default) splits
 // dense_half tensors (dense first half, sparse second half) and follows the density elsewhere.
