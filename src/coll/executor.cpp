@@ -88,11 +88,12 @@ void Executor::run() {
   std::uint32_t ran_here_seen = 0;
   for (;;) {
     const std::uint32_t seen = wake_.load(std::memory_order_acquire);
-    // While the calling thread runs small collectives itself (run_here), it drives the channel:
-    // this thread sleeps instead of spinning beside it (on 2 cores a spinning thread here cost
-    // the caller's collective 80 us), and a submission wakes it.
+    // While the calling thread runs collectives itself (run_here), it drives the channel: this
+    // thread sleeps instead of spinning beside it (on 2 cores a spinning thread here cost the
+    // caller's collective 80 us), and a submission wakes it (`seen` was read before the queue).
     const std::uint32_t ran_here = ran_here_.load(std::memory_order_acquire);
-    if (ran_here != ran_here_seen || peers_owner_.load(std::memory_order_acquire) == kCallingThread) {
+    if ((ran_here != ran_here_seen || peers_owner_.load(std::memory_order_acquire) == kCallingThread) &&
+        queue_.empty()) {
       ran_here_seen = ran_here;
       futex_wait_for(&wake_, seen, 1'000'000);
       continue;

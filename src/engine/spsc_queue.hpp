@@ -30,6 +30,11 @@ class SpscQueue {
     return true;
   }
 
+  // Consumer side: nothing to pop right now.
+  bool empty() const noexcept {
+    return head_.load(std::memory_order_relaxed) == tail_.load(std::memory_order_acquire);
+  }
+
  private:
   std::vector<T> items_;
   alignas(64) std::atomic<std::size_t> head_{0};
