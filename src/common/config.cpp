@@ -372,7 +372,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
        {}, &parse_choice<&Options::transport, kTransports>},
-      {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (recursive_doubling up to SPARCOLL_SMALL_TENSOR_BYTES, hybrid above), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct or hybrid (docs/algorithms.md).", {},
+      {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (by size: recursive_doubling, ring, then hybrid; SPARCOLL_SMALL_TENSOR_BYTES, SPARCOLL_HYBRID_MIN_BYTES), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct or hybrid (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
       {"SPARCOLL_HYBRID_DENSE_PERCENT", "hybrid_dense_percent", "40",
        "hybrid allreduce: a stripe whose union block density (estimated from every rank's count of non-zero blocks "
@@ -381,14 +381,14 @@ const std::vector<ConfigVariable>& config_variables() {
        {}, &parse_nonnegative_u32<&Options::hybrid_dense_percent>},
       {"SPARCOLL_SMALL_TENSOR_BYTES", "small_tensor_bytes", "65536",
        "algo=auto: a tensor of at most this many bytes takes recursive doubling (one whole-tensor exchange "
-       "per round, log2(n) rounds: latency beats bandwidth there), a larger one the hybrid. Must be equal on "
-       "every process.",
+       "per round, log2(p) rounds: latency beats bandwidth there; above 2 ranks the limit halves per doubling "
+       "of the ranks and the ring takes the rest), a larger one the ring or the hybrid (SPARCOLL_HYBRID_MIN_BYTES). "
+       "Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::small_tensor_bytes>},
       {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
-       "algo=auto over shm: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes takes the dense "
-       "ring, a larger one the hybrid (whose count exchange and hand-offs cost about 0.1 ms, more than block-sparse "
-       "saves there; docs/algorithms.md). Over other transports the hybrid starts above SPARCOLL_SMALL_TENSOR_BYTES. "
-       "Must be equal on every process.",
+       "algo=auto: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes takes the dense ring, a "
+       "larger one the hybrid (whose count exchange costs about 0.1 ms, more than block-sparse saves there on "
+       "shm and tcp; docs/algorithms.md). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
