@@ -416,10 +416,11 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   //     Its bytes grow with log2(p) while the ring's stay under 2x the tensor, so the limit
   //     halves with each doubling of the ranks above 2 (4 ranks: 32 KiB; measured on shm, the
   //     ring overtook it between 16 and 64 KiB) and the ring takes the rest of the small range;
-  //   - a medium tensor (below SPARCOLL_HYBRID_MIN_BYTES): the ring, which on shm beats Open
-  //     MPI's vader while the hybrid's count exchange (~0.1 ms) costs more than block-sparse
-  //     saves; over tcp too (the LSTM trace, 0.86 MiB, 26% of blocks: ring 0.23 ms, hybrid
-  //     0.33-0.44 ms; measured: docs/perf.md, "Never slower");
+  //   - over shm, a medium tensor (below SPARCOLL_HYBRID_MIN_BYTES): the ring, which beats Open
+  //     MPI's vader there while the hybrid's count exchange (~0.1 ms) costs more than
+  //     block-sparse saves. Not over tcp: there the ring is slower than Open MPI's tcp
+  //     transport at every density, and the hybrid at least wins 2x on sparse tensors (a run
+  //     with the ring below 2 MiB over tcp too turned 5 such points slower; docs/perf.md);
   //   - anything larger: the hybrid, which decides per stripe from the scan block-sparse
   //     makes anyway (docs/algorithms.md, "auto").
   // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or
@@ -436,7 +437,7 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
     return count <= (options_.small_tensor_bytes >> (doublings - 1)) / esize ? Algorithm::recursive_doubling
                                                                                : Algorithm::ring;
   }
-  if (count < options_.hybrid_min_bytes / esize) return Algorithm::ring;
+  if (transport() == "shm" && count < options_.hybrid_min_bytes / esize) return Algorithm::ring;
   return Algorithm::hybrid;
 }
 

@@ -386,9 +386,10 @@ const std::vector<ConfigVariable>& config_variables() {
        "Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::small_tensor_bytes>},
       {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
-       "algo=auto: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes takes the dense ring, a "
-       "larger one the hybrid (whose count exchange costs about 0.1 ms, more than block-sparse saves there on "
-       "shm and tcp; docs/algorithms.md). Must be equal on every process.",
+       "algo=auto over shm: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes takes the dense "
+       "ring, a larger one the hybrid (whose count exchange costs about 0.1 ms, more than block-sparse saves "
+       "there; docs/algorithms.md). Over other transports the hybrid starts above SPARCOLL_SMALL_TENSOR_BYTES. "
+       "Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
