@@ -84,7 +84,8 @@ void Executor::run_here(CollOp& op) {
 }
 
 void Executor::run() {
-  auto idle_since = Clock::now();
+  // Idle "since long ago": no spinning before the first collective (see Shard::run).
+  Clock::time_point idle_since{};
   std::uint32_t ran_here_seen = 0;
   for (;;) {
     const std::uint32_t seen = wake_.load(std::memory_order_acquire);

@@ -125,13 +125,19 @@ OpState* Shard::find_op(std::uint32_t op_id) {
 void Shard::run() {
   std::uint32_t idle_rounds = 0;
   next_deadline_check_ = Clock::now();
+  // Until the first activity the shard sleeps instead of spinning: a job's first collectives
+  // are often small ones that never reach the shards (they run in the calling thread), and two
+  // shards spinning for SPARCOLL_IDLE_SPIN_US after setup on 2 cores made those 3-10x slower.
+  bool active_once = false;
   while (!stop_.load(std::memory_order_acquire)) {
     if (step()) {
       idle_rounds = 0;
       armed_ = false;
+      active_once = true;
       continue;
     }
     ++idle_rounds;
+    if (!active_once) idle_rounds = std::max<std::uint32_t>(idle_rounds, 2);  // no spin window opens
     if (event_mode_ && idle_rounds > 64) {
       event_wait();
       continue;
@@ -176,10 +182,19 @@ void Shard::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
     if (engine_.config().yield_when_waiting || idle_rounds > 4096) sched_yield();
     return;
   }
-  if (idle_rounds == 1) idle_since_ = Clock::now();
-  if ((idle_rounds & 63) != 0 || Clock::now() - idle_since_ < kIdleSpin) {
-    if (engine_.config().yield_when_waiting || idle_rounds > 256) sched_yield();
-    return;
+  if (idle_rounds == 1) {
+    idle_since_ = Clock::now();
+    spinning_ = true;
+  }
+  if (spinning_) {
+    // The clock is read every 64th round; once the window is over, every round sleeps (it
+    // used to spin 63 rounds between sleeps: an idle communicator burned 20% of a core per
+    // rank on 2 cores, time a training step's compute lost).
+    if ((idle_rounds & 63) != 0 || Clock::now() - idle_since_ < kIdleSpin) {
+      if (engine_.config().yield_when_waiting || idle_rounds > 256) sched_yield();
+      return;
+    }
+    spinning_ = false;
   }
   futex_wait_for(&wake_, wake_.load(std::memory_order_acquire), 50'000);
 }

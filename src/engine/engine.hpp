@@ -80,6 +80,7 @@ class Shard {
   bool failed_ = false;           // this shard has seen the engine break
   Clock::time_point next_deadline_check_;
   Clock::time_point idle_since_;
+  bool spinning_ = false;  // inside the SPARCOLL_IDLE_SPIN_US window after the last activity
   // Event mode: sleep on the channel's descriptor when idle; a submission writes wake_fd_.
   bool event_mode_ = false;
   bool armed_ = false;
