@@ -47,6 +47,14 @@ std::vector<std::string> perf_args(const char* iters) {
           "--warmup", "2", "--check"};
 }
 
+// A job that runs for about `seconds` of allreduces however fast they are (at least 20000), so
+// the attacker gets its 100 attacks in: a fixed count ran out first once allreduces of this
+// size started running in the calling thread.
+std::vector<std::string> perf_args_for(const char* seconds) {
+  return {build_path("perf/sparcoll-perf"), "--elements", "65536", "--density", "0.1", "--iters", "1000000",
+          "--min-iters", "20000", "--time-budget", seconds, "--warmup", "2", "--check"};
+}
+
 // The reproduction: one wrong-token hello to the launcher's store ended this job
 // ("aggregator 0 exited with code 1"), 4 times in 4.
 TEST(Hostile, AJobUnderAttackWithADedicatedAggregatorFinishesExact) {
@@ -71,7 +79,7 @@ TEST(Hostile, AJobWhoseRank0HostsTheStoreFinishesExactUnderAttack) {
     std::vector<std::unique_ptr<Launcher>> owned;
     for (int rank = 0; rank < 2; ++rank) {
       owned.push_back(std::make_unique<Launcher>(
-          perf_args("20000"),
+          perf_args_for("3"),
           std::vector<std::string>{"SPARCOLL_RANK=" + std::to_string(rank), "SPARCOLL_WORLD_SIZE=2",
                                    "SPARCOLL_STORE=" + store, "SPARCOLL_JOB_TOKEN=a-secret-the-attacker-lacks",
                                    std::string("SPARCOLL_TRANSPORT=") + transport},
