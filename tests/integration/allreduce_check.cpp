@@ -69,8 +69,14 @@ void negate_zeros(std::vector<std::byte>* data, sparcoll::DataType dtype) {
   }
 }
 
-// What a low `ulimit -l` does to an unprivileged process: no more memory can be pinned.
-void deny_memory_registration() {
+// What a low `ulimit -l` does to an unprivileged process: no more memory can be pinned. In two
+// steps. Before the communicator exists, this process gives up CAP_IPC_LOCK (which lets root
+// pin past the limit) with an unlimited limit for setup, which pins the transport's rings:
+// capabilities belong to a thread, so only now do all of sparcoll's threads inherit the change,
+// and the rdma device refuses commands from a thread whose credentials changed after it was
+// opened (dropping it later in the main thread alone made that thread's sends fail with EACCES
+// once collectives ran there). After setup the limit (one per process) drops to 0.
+void give_up_ipc_lock() {
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2]{};
   if (syscall(SYS_capget, &header, data) != 0) std::perror("capget");
@@ -78,6 +84,11 @@ void deny_memory_registration() {
   data[word].effective &= ~(1u << bit);
   data[word].permitted &= ~(1u << bit);
   if (syscall(SYS_capset, &header, data) != 0) std::perror("capset");
+  const struct rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+  if (setrlimit(RLIMIT_MEMLOCK, &unlimited) != 0) std::perror("setrlimit(RLIMIT_MEMLOCK, unlimited)");
+}
+
+void deny_memory_registration() {
   const struct rlimit none{0, 0};
   if (setrlimit(RLIMIT_MEMLOCK, &none) != 0) std::perror("setrlimit(RLIMIT_MEMLOCK)");
 }
@@ -146,6 +157,7 @@ int main(int argc, char** argv) {
   if (inflight < 1) usage("--inflight must be >= 1");
 
   try {
+    if (deny_registration) give_up_ipc_lock();
     sparcoll::Communicator comm = sparcoll::Communicator::from_env();
     if (deny_registration) deny_memory_registration();
     if (register_buffers && !registration_errors_reported(comm)) {
