@@ -458,8 +458,8 @@ Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::s
   // An allreduce with nothing queued ahead of it runs here when it is small (handing it to the
   // collective thread and back costs two wake-ups, more than its transfers) or when the caller
   // waits for it anyway (allreduce, not iallreduce): docs/architecture.md.
-  const bool allreduce = op.kind == coll::CollKind::allreduce || op.kind == coll::CollKind::hybrid_allreduce;
-  if (allreduce && (caller_waits || op.count * dtype_size(op.dtype) <= options_.small_tensor_bytes) &&
+  const bool is_allreduce = op.kind == coll::CollKind::allreduce || op.kind == coll::CollKind::hybrid_allreduce;
+  if (is_allreduce && (caller_waits || op.count * dtype_size(op.dtype) <= options_.small_tensor_bytes) &&
       executor_->can_run_here()) {
     executor_->run_here(op);
     return Status();

@@ -123,21 +123,19 @@ OpState* Shard::find_op(std::uint32_t op_id) {
 }
 
 void Shard::run() {
-  std::uint32_t idle_rounds = 0;
+  // Starts as if already idle: the spin window opens at the first idle round after activity
+  // (idle_rounds == 1), so until the first activity the shard sleeps instead of spinning. A
+  // job's first collectives are often small ones that never reach the shards (they run in the
+  // calling thread), and two shards spinning after setup on 2 cores made those 3-10x slower.
+  std::uint32_t idle_rounds = 1;
   next_deadline_check_ = Clock::now();
-  // Until the first activity the shard sleeps instead of spinning: a job's first collectives
-  // are often small ones that never reach the shards (they run in the calling thread), and two
-  // shards spinning for SPARCOLL_IDLE_SPIN_US after setup on 2 cores made those 3-10x slower.
-  bool active_once = false;
   while (!stop_.load(std::memory_order_acquire)) {
     if (step()) {
       idle_rounds = 0;
       armed_ = false;
-      active_once = true;
       continue;
     }
     ++idle_rounds;
-    if (!active_once) idle_rounds = std::max<std::uint32_t>(idle_rounds, 2);  // no spin window opens
     if (event_mode_ && idle_rounds > 64) {
       event_wait();
       continue;
