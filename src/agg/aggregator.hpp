@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/layout.hpp"
@@ -95,6 +96,9 @@ class Aggregator {
   std::vector<float> acc_;                // one block of accumulator (fp32 / int32 bits)
   std::vector<std::int64_t> acc64_;       // one block of i32 avg's exact accumulator
   std::vector<struct iovec> iov_;         // one result message: header, indices, one entry per block
+  // Staging and result buffers (staged_data, out_data) of finished lanes, handed to the next lane
+  // that needs them: the working set is the lanes in flight, not every lane of every op slot.
+  std::vector<std::pair<std::vector<std::byte>, std::vector<std::byte>>> spare_buffers_;
 };
 
 }  // namespace sparcoll::agg
