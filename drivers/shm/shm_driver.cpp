@@ -178,6 +178,7 @@ void ShmDriver::build_channels(const DriverContext& ctx) {
       PeerLink link;
       link.index = peer;
       link.label = label(ctx, peer);
+      theirs.populate(out_ring);
       link.out = RingWriter(out_ring, theirs.ring_data(out_ring), theirs.ring_bytes());
       // Messages are bounded by our max_message: a larger one from a misconfigured peer is corrupt.
       link.in = RingReader(in_ring, own_.ring_data(in_ring), own_.ring_bytes(), ctx.max_message);

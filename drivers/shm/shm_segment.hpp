@@ -89,6 +89,8 @@ class Segment {
   // The ring written by `sender` on `channel`, or nullptr if the segment has none.
   RingControl* ring(std::uint32_t sender, std::uint32_t channel) const;
   std::byte* ring_data(RingControl* control) const { return reinterpret_cast<std::byte*>(control + 1); }
+  // Maps the pages of one ring of a peer's segment now, before the first message needs them.
+  void populate(RingControl* control) const;
   std::uint64_t ring_bytes() const { return layout_.ring_bytes; }
 
  private:

@@ -1,7 +1,10 @@
 // shm-only behaviour: the ring itself (wrap records, full ring, release), setup checks, and
 // that no segment name outlives setup.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -279,6 +282,43 @@ TEST(DriverShmSegment, OpenUsesTheTableItChecked) {
   EXPECT_EQ(offset_of(writer_side.ring(2, 0)), ring2);
   EXPECT_EQ(writer_side.ring(3, 0), nullptr);
   EXPECT_EQ(writer_side.ring_bytes(), 256u);
+}
+
+// A /dev/shm too small for the rings (a container's 64 MB default against many ranks' rings) is
+// an error at setup that names the segment and what to change, not a SIGBUS when a message first
+// reaches an unbacked page. A child process mounts a 1 MiB /dev/shm of its own.
+TEST(DriverShmSegment, TooSmallDevShmIsAClearErrorAtSetup) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(pipe_fds[0]);
+    std::string report;
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m") != 0) {
+      report = "skip: cannot mount a private /dev/shm (not root?)";
+    } else {
+      transport::shm::Segment segment;
+      const Status s = transport::shm::Segment::create("/sparcoll-test-small", 0, 4096, 1u << 20, {{1, 0}, {2, 0}},
+                                                       &segment);
+      report = std::to_string(static_cast<int>(s.code())) + " " + s.message();
+    }
+    (void)!write(pipe_fds[1], report.data(), report.size());
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  std::string report;
+  char buf[512];
+  for (ssize_t n; (n = read(pipe_fds[0], buf, sizeof buf)) > 0;) report.append(buf, static_cast<std::size_t>(n));
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child crashed: " << report;
+  if (report.rfind("skip:", 0) == 0) GTEST_SKIP() << report;
+  EXPECT_EQ(report.substr(0, report.find(' ')), std::to_string(static_cast<int>(ErrorCode::no_resource))) << report;
+  EXPECT_NE(report.find("shm segment /sparcoll-test-small needs"), std::string::npos) << report;
+  EXPECT_NE(report.find("SPARCOLL_SHM_RING_BYTES"), std::string::npos) << report;
 }
 
 ClusterConfig shm_config() {
