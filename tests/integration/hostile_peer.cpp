@@ -80,12 +80,15 @@ std::set<int> listening_ports(const std::vector<pid_t>& pids) {
   std::ifstream tcp("/proc/net/tcp");
   std::string line;
   std::getline(tcp, line);  // header
+  // The file lists every connection, the attacker's own thousands in TIME_WAIT too: sscanf, not a
+  // stream per line, keeps a round short.
   while (std::getline(tcp, line)) {
-    std::istringstream fields(line);
-    std::string slot, local, remote, state, queues, timer, retrans, uid, timeout, inode;
-    fields >> slot >> local >> remote >> state >> queues >> timer >> retrans >> uid >> timeout >> inode;
-    if (state != "0A" || inodes.count(inode) == 0) continue;  // 0A: LISTEN
-    ports.insert(std::stoi(local.substr(local.find(':') + 1), nullptr, 16));
+    unsigned port = 0, state = 0;
+    unsigned long inode = 0;
+    if (std::sscanf(line.c_str(), " %*u: %*x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %lu", &port, &state,
+                    &inode) != 3)
+      continue;
+    if (state == 0x0A && inodes.count(std::to_string(inode)) != 0) ports.insert(static_cast<int>(port));  // LISTEN
   }
   return ports;
 }
