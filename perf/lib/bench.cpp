@@ -287,7 +287,21 @@ std::uint64_t run_sweep(Collective& c, const SweepOptions& o, const SweepRun& ru
               barrier_sent = (s1 - s0) / kBarrierSamples;
               barrier_received = (r1 - r0) / kBarrierSamples;
             }
+            // The estimate is from a few warm-up iterations and counts only the timed calls: when
+            // the host gets busier (a loaded 2-core machine made a 6 s budget last 150 s) the
+            // run stops after twice the budget of wall time, decided on the slowest rank's
+            // clock every 32 iterations so that every rank stops at the same one.
+            const auto started = Clock::now();
             for (int it = 0; it < iters; ++it) {
+              if (o.time_budget_s > 0 && it >= o.min_iters && it % 32 == 0) {
+                double elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
+                c.max_f64(&elapsed_s, 1);
+                if (elapsed_s > 2 * o.time_budget_s) {
+                  iters = it;
+                  times.resize(static_cast<std::size_t>(iters));
+                  break;
+                }
+              }
               std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
               measured = c.traffic(&s0, &r0) && measured;
               times[static_cast<std::size_t>(it)] = one();

@@ -254,7 +254,7 @@ std::string sweep_usage() {
          "  --block LIST          elements per block (default: the communicator's / 256)\n"
          "  --iters N             timed iterations (default 20)   --warmup N (default 3)\n"
          "  --time-budget S       iterations per point ~ S / warm-up time, at least --min-iters (default 5);\n"
-         "                        one warm-up only when it takes over S/4\n"
+         "                        one warm-up only when it takes over S/4; stops after 2 S of wall time\n"
          "  --seed N              data seed (default 1)\n"
          "  --bucket-mb N         a trace's step as DDP sends it: one allreduce per bucket of consecutive\n"
          "                        parameters (at least N MiB, the last smaller), back to back (pattern trace:NAME/bN)\n"
