@@ -20,6 +20,9 @@ constexpr std::size_t kMinReceiveBuffer = 256 * 1024;
 // Sized for a bandwidth-delay product well above loopback's; larger messages get two frames' worth.
 constexpr std::size_t kMinSendQueue = 2 * 1024 * 1024;
 constexpr int kMaxEventsPerPoll = 64;
+// iovec entries of a frame written straight from the caller's buffers (IOV_MAX is 1024); a
+// message gathered from more is queued whole.
+constexpr std::size_t kMaxWriteThroughEntries = 256;
 
 std::size_t next_power_of_two(std::size_t n) {
   std::size_t p = 1;
@@ -33,6 +36,7 @@ TcpChannel::TcpChannel(std::uint32_t index, std::uint32_t max_message, std::size
     : index_(index), max_message_(max_message), slot_of_(process_count, -1) {
   max_frame_ = static_cast<std::size_t>(frame_bytes(max_message));
   rx_capacity_ = std::max(2 * max_frame_, kMinReceiveBuffer);
+  frame_iov_.reserve(kMaxWriteThroughEntries);
 }
 
 Status TcpChannel::create(std::uint32_t index, std::uint32_t max_message, std::size_t process_count,
@@ -89,11 +93,56 @@ SendResult TcpChannel::send(std::uint32_t peer, const struct iovec* iov, int iov
   const std::uint64_t bytes = frame_bytes(len);
   if (target.queue.free_bytes() < bytes) return SendResult::no_resource;
   const FrameHeader header{htole32(static_cast<std::uint32_t>(len)), 0};
+  static constexpr std::byte kZeros[8] = {};
+  const std::size_t padding = bytes - sizeof header - len;
+  // The first frame to a peer since the last poll, with nothing queued ahead and room in the
+  // socket, goes out now, straight from the caller's buffers; what the socket does not take is
+  // queued. The frames after it in the same burst are queued and leave together at the next
+  // poll: one sendmsg per frame made a 16 MiB ring 13% slower and the block-sparse engine's
+  // stream of small windows up to 75% slower, while waiting for the poll made an exchange of
+  // single frames (a 64 KiB ring or recursive doubling) take 46 us instead of 20-24.
+  const bool first_of_burst = !target.sent_since_poll;
+  target.sent_since_poll = true;
+  if (first_of_burst && target.queue.empty() && target.writable && target.write_errno == 0 &&
+      static_cast<std::size_t>(iovcnt) + 2 <= frame_iov_.capacity()) {
+    frame_iov_.clear();
+    frame_iov_.push_back({const_cast<FrameHeader*>(&header), sizeof header});
+    for (int i = 0; i < iovcnt; ++i)
+      if (iov[i].iov_len != 0) frame_iov_.push_back(iov[i]);
+    if (padding != 0) frame_iov_.push_back({const_cast<std::byte*>(kZeros), padding});
+    std::size_t skip = write_through(target, frame_iov_.data(), static_cast<int>(frame_iov_.size()), bytes);
+    for (const struct iovec& part : frame_iov_) {
+      if (skip >= part.iov_len) {
+        skip -= part.iov_len;
+        continue;
+      }
+      target.queue.push(static_cast<const std::byte*>(part.iov_base) + skip, part.iov_len - skip);
+      skip = 0;
+    }
+    return SendResult::ok;
+  }
   target.queue.push(&header, sizeof header);
   for (int i = 0; i < iovcnt; ++i) target.queue.push(iov[i].iov_base, iov[i].iov_len);
-  static constexpr std::byte kZeros[8] = {};
-  target.queue.push(kZeros, bytes - sizeof header - len);
+  target.queue.push(kZeros, padding);
   return SendResult::ok;
+}
+
+std::size_t TcpChannel::write_through(Peer& peer, const struct iovec* frame, int count, std::size_t bytes) {
+  msghdr message{};
+  message.msg_iov = const_cast<struct iovec*>(frame);
+  message.msg_iovlen = static_cast<std::size_t>(count);
+  for (;;) {
+    const ssize_t sent = sendmsg(peer.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent >= 0) {
+      if (static_cast<std::size_t>(sent) < bytes) peer.writable = false;  // socket buffer full: EPOLLOUT follows
+      return static_cast<std::size_t>(sent);
+    }
+    if (errno == EINTR) continue;
+    // As in flush: EPIPE, ECONNRESET mean the peer is gone, and its last frames are still read.
+    if (errno != EAGAIN && errno != EWOULDBLOCK) peer.write_errno = errno;
+    peer.writable = false;
+    return 0;
+  }
 }
 
 int TcpChannel::poll(ReceivedMessage* out, int max) {
@@ -110,8 +159,10 @@ int TcpChannel::poll(ReceivedMessage* out, int max) {
     }
   }
   wait_events();
-  for (Peer& peer : peers_)
+  for (Peer& peer : peers_) {
+    peer.sent_since_poll = false;
     if (peer.writable && peer.write_errno == 0 && !peer.queue.empty()) flush(peer);
+  }
 
   int n = 0;
   const std::size_t count = peers_.size();

@@ -45,6 +45,7 @@ class TcpChannel final : public Channel {
     int fd = -1;
     SendQueue queue;
     bool writable = true;   // edge-triggered: false after EAGAIN until EPOLLOUT
+    bool sent_since_poll = false;  // a frame went to this peer since the last poll (send())
     bool readable = true;   // edge-triggered: false after a short read until EPOLLIN
     bool hangup = false;    // EPOLLRDHUP/HUP/ERR seen: read until recv reports it, edges are over
     bool closed = false;    // recv returned 0
@@ -64,6 +65,9 @@ class TcpChannel final : public Channel {
 
  private:
   void flush(Peer& peer);                   // sendmsg of queued bytes
+  // sendmsg of a frame straight from the caller's iovec when nothing is queued ahead of it;
+  // returns the bytes the socket took (the caller queues the rest).
+  std::size_t write_through(Peer& peer, const struct iovec* frame, int count, std::size_t bytes);
   void receive(Peer& peer);                 // one recv into the free end of rx
   // Complete frames -> out[n..max); returns the new n. A corrupt frame stops it and sets error_.
   int deliver(Peer& peer, ReceivedMessage* out, int n, int max);
@@ -80,6 +84,7 @@ class TcpChannel final : public Channel {
   std::vector<Peer> peers_;
   std::vector<std::int32_t> slot_of_;  // process index -> position in peers_, -1 if not a peer
   std::size_t next_first_ = 0;         // round-robin start of delivery
+  std::vector<struct iovec> frame_iov_;  // header, the caller's entries, padding (capacity kept)
   Status error_;
 };
 
