@@ -13,6 +13,8 @@ namespace sparcoll::coll {
 
 namespace {
 constexpr int kPollBatch = 32;
+// Empty polls before a wait starts yielding its core (wait(), below).
+constexpr std::uint32_t kSpinRoundsBeforeYield = 64;
 }  // namespace
 
 namespace {
@@ -408,8 +410,13 @@ Status Peers::wait() {
       fail(Status(ErrorCode::timeout, what_ + ": deadline passed (SPARCOLL_DEADLINE_MS): " + waiting_for()));
       break;
     }
-    // Back off: with more busy threads than cores, spinning starves the peer we wait for.
-    if (yield_ || idle > 4096) {
+    // Back off: with more busy threads than cores, spinning starves the peer we wait for. Even
+    // with a core per rank the scheduler can put both ranks' threads on one core for a while
+    // (after setup, while the other core runs something else): spinning 4096 rounds before each
+    // yield then cost every exchange a scheduler tick, and 1 fresh 2-rank job in 6 ran its
+    // first 20-40 ms of 4 KiB allreduces at 90-240 us instead of 1.5-2. A yield with nothing
+    // else runnable costs well under a microsecond, so it comes after 64 empty rounds.
+    if (yield_ || idle > kSpinRoundsBeforeYield) {
       if (idle > 65536)
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       else
