@@ -19,8 +19,12 @@ both alike, and rank 0 prints per backend:
   exposed ms  median per step of backward's end minus the last bucket's launch: how long the
               step waited for communication after the last gradient was ready
   backward ms median of loss.backward(), which includes DDP's wait for every bucket
-and whether the two loss curves agree within --rtol/--atol on every rank (the backends sum in
-different orders, so the curves are close, not equal). --grad sparse gives the models'
+and whether the two loss curves agree within --rtol/--atol on every rank. The backends sum in
+different orders, so the curves are close, not equal, and training amplifies an ulp's difference
+step after step; so every bucket of the warm-up steps (--check-steps) is also checked against
+the f64 sum of every rank's input, and the verdict is "agree" (within tolerance), "rounding"
+(beyond it, but every sum within fp32's bound for any order and the curves' first difference
+rounding-sized) or "DIFFER", which, like a wrong sum, fails the launch. --grad sparse gives the models'
 embeddings sparse COO gradients (sparse=True); dense is the default layout of every parameter.
 Each launch's result is also one JSON line per backend (--jsonl).
 
@@ -67,6 +71,9 @@ def parse_args():
     p.add_argument("--backends", default="gloo,sparcoll", help="in the order they run; the first is the reference")
     p.add_argument("--rtol", type=float, default=1e-3, help="allowed relative loss difference")
     p.add_argument("--atol", type=float, default=1e-5, help="allowed absolute loss difference")
+    p.add_argument("--check-steps", type=int,
+                   help="check every bucket's sum of the first N steps against an f64 sum (default: the warm-up "
+                        "steps, which the medians leave out, as the check gathers every rank's bucket)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--threads", action="store_true",
                    help="rank 0 also prints the CPU time per step of each of its threads over the measured steps")
@@ -92,20 +99,78 @@ def thread_cpu():
 
 # ---------------------------------------------------------------- one rank
 
+class SumCheck:
+    """Checks a bucket's allreduce against the exact sum: before the launch it gathers every
+    rank's input over the gloo group and sums it in f64; when the future completes it compares.
+    The error is reported in units of the bound on fp32 summation in any order,
+    (p - 1) * 2^-24 * sum_r |x_r| per element, so <= 1 is a correct sum whatever the order, and
+    anything above is a wrong one (a lost, doubled or misplaced contribution)."""
+
+    def __init__(self, gloo):
+        self.gloo = gloo
+        self.worst = 0.0
+        self.buckets = 0
+
+    def gather(self, x):
+        import torch
+        import torch.distributed as dist
+        world = dist.get_world_size(self.gloo)
+        if x.is_sparse:
+            x = x.coalesce()
+            parts = [None] * world
+            dist.all_gather_object(parts, (x.indices(), x.values()), group=self.gloo)
+            idx = torch.cat([i for i, _ in parts], dim=1)
+            ref = torch.sparse_coo_tensor(idx, torch.cat([v.double() for _, v in parts]), x.shape).coalesce()
+            mag = torch.sparse_coo_tensor(idx, torch.cat([v.double().abs() for _, v in parts]), x.shape).coalesce()
+            return ref, mag, world
+        parts = [torch.empty_like(x) for _ in range(world)]
+        dist.all_gather(parts, x, group=self.gloo)
+        ref = torch.zeros(x.shape, dtype=torch.float64)
+        mag = torch.zeros(x.shape, dtype=torch.float64)
+        for part in parts:
+            ref += part.double()
+            mag += part.double().abs()
+        return ref, mag, world
+
+    def compare(self, expected, result):
+        import torch
+        ref, mag, world = expected
+        if result.is_sparse:
+            diff = (result.coalesce().double() - ref).coalesce().to_dense()
+            mag = mag.to_dense()
+        else:
+            diff = result.double() - ref
+        bound = max(world - 1, 1) * 2.0**-24 * mag + 1e-45  # 1e-45: the smallest fp32 subnormal
+        ratio = (diff.abs() / bound).max().item() if diff.numel() else 0.0
+        self.worst = max(self.worst, ratio)
+        self.buckets += 1
+
+
 class CommTimer:
-    """DDP communication hook: DDP's own allreduce hook, timed from its call to its future."""
+    """DDP communication hook: DDP's own allreduce hook, timed from its call to its future; with
+    a SumCheck set (warm-up steps only, as it gathers), each bucket is also checked."""
 
     def __init__(self, group):
         self.group = group
         self.intervals = []
+        self.check = None
 
     def hook(self, state, bucket):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        check, expected = self.check, None
+        if check is not None:
+            # The default hook divides the bucket by the world size in place, then allreduces it.
+            import torch.distributed as dist
+            x = bucket.buffer().clone()
+            x.div_(dist.get_world_size(self.group))
+            expected = check.gather(x)
         start = time.perf_counter()
         fut = default_hooks.allreduce_hook(self.group, bucket)
 
         def done(f):
             self.intervals.append((start, time.perf_counter()))
+            if expected is not None:
+                check.compare(expected, f.value())
             return f.value()
         return fut.then(done)
 
@@ -135,7 +200,7 @@ def train(task, args, groups, backends, batches, initial_state):
         ddp = DDP(model, process_group=groups[b])
         timer = CommTimer(groups[b])
         ddp.register_comm_hook(None, timer.hook)
-        runs[b] = dict(ddp=ddp, timer=timer, opt=task.optimizer(model, sparse=sparse),
+        runs[b] = dict(ddp=ddp, timer=timer, check=SumCheck(groups["gloo"]), opt=task.optimizer(model, sparse=sparse),
                        out={"loss": [], "step": [], "backward": [], "comm": [], "exposed": []})
     cpu = {}
     for i, batch in enumerate(batches):
@@ -144,6 +209,7 @@ def train(task, args, groups, backends, batches, initial_state):
         for b in (backends if i % 2 == 0 else backends[::-1]):
             r = runs[b]
             ddp, timer, opt, out = r["ddp"], r["timer"], r["opt"], r["out"]
+            timer.check = r["check"] if i < args_check_steps(args, task) else None
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             loss = ddp(*batch)
@@ -168,11 +234,16 @@ def train(task, args, groups, backends, batches, initial_state):
             print(f"  tid {tid} {name}: {1000 * sec / steps:.1f} ms/step ({100 * sec / wall:.0f}% of a core)")
     for b in backends:
         torch.distributed.barrier(group=groups[b])
-    return {b: runs[b]["out"] for b in backends}
+    return {b: dict(runs[b]["out"], sum_error=runs[b]["check"].worst, sums_checked=runs[b]["check"].buckets)
+            for b in backends}
 
 
 def args_warmup(args, task):
     return args.warmup if args.warmup is not None else PLAN[args.model]["warmup"]
+
+
+def args_check_steps(args, task):
+    return args.check_steps if args.check_steps is not None else args_warmup(args, task)
 
 
 def rank_main(args):
@@ -209,14 +280,30 @@ def rank_main(args):
     runs = train(task, args, groups, backends, batches, initial_state)
 
     # Loss curves: every rank compares its own, the verdict is shared so all ranks agree on it.
+    # Curves whose sums are all correct still part when the backends add in different orders:
+    # one step differs by an ulp, and training amplifies that step after step. So the verdict
+    # tells "within tolerance", "rounding" (beyond it, but every checked sum within fp32's bound
+    # and the first difference a rounding-sized one) and "DIFFER".
     ref = runs[backends[0]]["loss"]
     worst = {b: max(abs(a - c) - (args.atol + args.rtol * abs(a)) for a, c in zip(ref, runs[b]["loss"]))
              for b in backends[1:]}
     max_diff = {b: max(abs(a - c) for a, c in zip(ref, runs[b]["loss"])) for b in backends[1:]}
-    bad = torch.tensor([1 if any(w > 0 for w in worst.values()) else 0], dtype=torch.int32)
-    dist.all_reduce(bad, group=gloo)
-    diff = torch.tensor([max(max_diff.values(), default=0.0)], dtype=torch.float64)
+    first = [next((abs(a - c) / max(abs(a), 1e-30) for a, c in zip(ref, runs[b]["loss"]) if a != c), 0.0)
+             for b in backends[1:]]
+    beyond = torch.tensor([1 if any(w > 0 for w in worst.values()) else 0], dtype=torch.int32)
+    dist.all_reduce(beyond, group=gloo)
+    diff = torch.tensor([max(max_diff.values(), default=0.0), max(first, default=0.0)], dtype=torch.float64)
     dist.all_reduce(diff, op=dist.ReduceOp.MAX, group=gloo)
+    sum_error = torch.tensor([runs[b]["sum_error"] for b in backends], dtype=torch.float64)
+    dist.all_reduce(sum_error, op=dist.ReduceOp.MAX, group=gloo)
+    sums_ok = all(e <= 1.0 for e in sum_error.tolist())
+    if beyond.item() == 0:
+        verdict = "agree"
+    elif sums_ok and diff[1].item() <= 1e-5:
+        verdict = "rounding"
+    else:
+        verdict = "DIFFER"
+    failed = verdict == "DIFFER" or not sums_ok
     ms = lambda xs: 1000 * statistics.median(xs[warmup:])  # noqa: E731
     medians = torch.tensor([ms(runs[b]["step"]) for b in backends], dtype=torch.float64)
     dist.all_reduce(medians, op=dist.ReduceOp.MAX, group=gloo)
@@ -228,7 +315,6 @@ def rank_main(args):
                     params=nparams, grad_mib=round(nparams * 4 / 2**20, 1),
                     transport=sparcoll_torch.transport(), blas=os.path.basename(os.path.dirname(blas.loaded())),
                     torch=torch.__version__, **load)
-        agree = bad.item() == 0
         print(f"\nddp_step_bench: {args.model} ({nparams} parameters, {case['grad_mib']} MiB), {args.grad} gradients, "
               f"{world} ranks, batch {cfg['batch']} per rank, {steps} steps (medians of steps {warmup}..{steps - 1}, "
               f"rank 0); sparcoll transport {case['transport']}; {window.line()}")
@@ -241,13 +327,16 @@ def rank_main(args):
             row = dict(case, backend=b, step_ms=round(ms(r["step"]), 2), step_ms_max_rank=round(medians[i].item(), 2),
                        comm_ms=round(ms(r["comm"]), 2), exposed_ms=round(ms(r["exposed"]), 2),
                        backward_ms=round(ms(r["backward"]), 2), loss_first=r["loss"][0], loss_last=r["loss"][-1],
-                       losses_agree=agree, max_loss_diff=diff.item(), reference=backends[0])
+                       losses=verdict, max_loss_diff=diff[0].item(), first_loss_diff=diff[1].item(),
+                       sum_error=round(sum_error[i].item(), 3), sums_checked=r["sums_checked"], reference=backends[0])
             rows.append(row)
             print(f"| {b} | {row['step_ms']:.1f} | {row['step_ms_max_rank']:.1f} | {row['comm_ms']:.1f} | "
                   f"{row['exposed_ms']:.1f} | {row['backward_ms']:.1f} | {row['loss_first']:.4f} -> {row['loss_last']:.4f} |")
-        verdict = "agree" if agree else "DIFFER"
-        print(f"loss curves {verdict} on every rank (rtol {args.rtol:g}, atol {args.atol:g}; largest difference "
-              f"{diff.item():.2e})")
+        print(f"loss curves: {verdict} (rtol {args.rtol:g}, atol {args.atol:g}; largest difference "
+              f"{diff[0].item():.2e}, the first {diff[1].item():.1e} relative); sums of the first "
+              f"{args_check_steps(args, task)} steps' buckets against an f64 sum, largest error / fp32 bound: "
+              + ", ".join(f"{b} {e:.3f}" for b, e in zip(backends, sum_error.tolist()))
+              + ("" if sums_ok else " WRONG SUM"))
         for row in rows:
             print("json: " + json.dumps(row), flush=True)
         if args.jsonl:
@@ -255,7 +344,7 @@ def rank_main(args):
                 for row in rows:
                     f.write(json.dumps(row) + "\n")
     dist.destroy_process_group()
-    return 0 if bad.item() == 0 else 1
+    return 1 if failed else 0
 
 
 # ---------------------------------------------------------------- launcher
@@ -316,8 +405,8 @@ def launcher_main(args):
             for row in rows:
                 f.write(json.dumps(row) + "\n")
     print(f"\nddp_step_bench: all launches, {time.monotonic() - started:.0f} s; {window.line()}")
-    print("| model | grad | ranks | backend | step ms | comm ms | exposed ms | vs first backend | losses agree | load | steal % |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | grad | ranks | backend | step ms | comm ms | exposed ms | vs first backend | losses | sum error | load | steal % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ref = {}
     for r in rows:
         key = (r["model"], r["grad"], r["ranks"])
@@ -325,7 +414,7 @@ def launcher_main(args):
             ref[key] = r["step_ms"]
         ratio = ref[key] / r["step_ms"] if key in ref and r["step_ms"] > 0 else float("nan")
         print(f"| {r['model']} | {r['grad']} | {r['ranks']} | {r['backend']} | {r['step_ms']:.1f} | {r['comm_ms']:.1f} | "
-              f"{r['exposed_ms']:.1f} | {ratio:.2f}x | {'yes' if r['losses_agree'] else 'NO'} | "
+              f"{r['exposed_ms']:.1f} | {ratio:.2f}x | {r['losses']} | {r['sum_error']:.2f} | "
               f"{r['load_before']:.1f}/{r['load_after']:.1f} | {r['steal_pct']:.1f} |")
     if failed:
         print("ddp_step_bench: FAILED: " + "; ".join(failed), file=sys.stderr)
