@@ -68,7 +68,9 @@ def parse_args():
     p.add_argument("--steps", type=int, help="training steps per backend (default: per model)")
     p.add_argument("--warmup", type=int, help="first steps left out of the medians (default: per model)")
     p.add_argument("--batch", type=int, help="per-rank batch (default: the model's)")
-    p.add_argument("--backends", default="gloo,sparcoll", help="in the order they run; the first is the reference")
+    p.add_argument("--backends", default="gloo,sparcoll",
+                   help="in the order they run; the first is the reference. 'nocomm' is DDP whose hook returns "
+                        "each bucket unreduced: no backend's step can be faster (its losses are not compared)")
     p.add_argument("--rtol", type=float, default=1e-3, help="allowed relative loss difference")
     p.add_argument("--atol", type=float, default=1e-5, help="allowed absolute loss difference")
     p.add_argument("--check-steps", type=int,
@@ -150,13 +152,19 @@ class CommTimer:
     """DDP communication hook: DDP's own allreduce hook, timed from its call to its future; with
     a SumCheck set (warm-up steps only, as it gathers), each bucket is also checked."""
 
-    def __init__(self, group):
+    def __init__(self, group, reduce=True):
         self.group = group
+        self.reduce = reduce
         self.intervals = []
         self.check = None
 
     def hook(self, state, bucket):
+        import torch
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        if not self.reduce:
+            fut = torch.futures.Future()
+            fut.set_result(bucket.buffer())
+            return fut
         check, expected = self.check, None
         if check is not None:
             # The default hook divides the bucket by the world size in place, then allreduces it.
@@ -198,7 +206,7 @@ def train(task, args, groups, backends, batches, initial_state):
         model = task.model(sparse=sparse)
         model.load_state_dict(initial_state)
         ddp = DDP(model, process_group=groups[b])
-        timer = CommTimer(groups[b])
+        timer = CommTimer(groups[b], reduce=b != "nocomm")
         ddp.register_comm_hook(None, timer.hook)
         runs[b] = dict(ddp=ddp, timer=timer, check=SumCheck(groups["gloo"]), opt=task.optimizer(model, sparse=sparse),
                        out={"loss": [], "step": [], "backward": [], "comm": [], "exposed": []})
@@ -261,8 +269,11 @@ def rank_main(args):
     dist.init_process_group("sparcoll")
     rank, world = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
-    groups = {"gloo": gloo, "sparcoll": None}
+    groups = {"gloo": gloo, "sparcoll": None, "nocomm": gloo}
     backends = args.backends.split(",")
+    if backends[0] == "nocomm" or any(b not in groups for b in backends):
+        sys.exit(f"ddp_step_bench: --backends {args.backends}: each of gloo, sparcoll, nocomm, and not nocomm first")
+    compared = [b for b in backends[1:] if b != "nocomm"]
 
     plan = PLAN[args.model]
     steps = args.steps or plan["steps"]
@@ -286,10 +297,10 @@ def rank_main(args):
     # and the first difference a rounding-sized one) and "DIFFER".
     ref = runs[backends[0]]["loss"]
     worst = {b: max(abs(a - c) - (args.atol + args.rtol * abs(a)) for a, c in zip(ref, runs[b]["loss"]))
-             for b in backends[1:]}
-    max_diff = {b: max(abs(a - c) for a, c in zip(ref, runs[b]["loss"])) for b in backends[1:]}
+             for b in compared}
+    max_diff = {b: max(abs(a - c) for a, c in zip(ref, runs[b]["loss"])) for b in compared}
     first = [next((abs(a - c) / max(abs(a), 1e-30) for a, c in zip(ref, runs[b]["loss"]) if a != c), 0.0)
-             for b in backends[1:]]
+             for b in compared]
     beyond = torch.tensor([1 if any(w > 0 for w in worst.values()) else 0], dtype=torch.int32)
     dist.all_reduce(beyond, group=gloo)
     diff = torch.tensor([max(max_diff.values(), default=0.0), max(first, default=0.0)], dtype=torch.float64)
@@ -327,7 +338,7 @@ def rank_main(args):
             row = dict(case, backend=b, step_ms=round(ms(r["step"]), 2), step_ms_max_rank=round(medians[i].item(), 2),
                        comm_ms=round(ms(r["comm"]), 2), exposed_ms=round(ms(r["exposed"]), 2),
                        backward_ms=round(ms(r["backward"]), 2), loss_first=r["loss"][0], loss_last=r["loss"][-1],
-                       losses=verdict, max_loss_diff=diff[0].item(), first_loss_diff=diff[1].item(),
+                       losses=verdict if b != "nocomm" else "-", max_loss_diff=diff[0].item(), first_loss_diff=diff[1].item(),
                        sum_error=round(sum_error[i].item(), 3), sums_checked=r["sums_checked"], reference=backends[0])
             rows.append(row)
             print(f"| {b} | {row['step_ms']:.1f} | {row['step_ms_max_rank']:.1f} | {row['comm_ms']:.1f} | "
@@ -335,7 +346,7 @@ def rank_main(args):
         print(f"loss curves: {verdict} (rtol {args.rtol:g}, atol {args.atol:g}; largest difference "
               f"{diff[0].item():.2e}, the first {diff[1].item():.1e} relative); sums of the first "
               f"{args_check_steps(args, task)} steps' buckets against an f64 sum, largest error / fp32 bound: "
-              + ", ".join(f"{b} {e:.3f}" for b, e in zip(backends, sum_error.tolist()))
+              + ", ".join(f"{b} {e:.3f}" for b, e in zip(backends, sum_error.tolist()) if b != "nocomm")
               + ("" if sums_ok else " WRONG SUM"))
         for row in rows:
             print("json: " + json.dumps(row), flush=True)
