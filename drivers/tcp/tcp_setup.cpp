@@ -16,6 +16,7 @@
 #include "common/log.hpp"
 #include "control/store.hpp"
 #include "tcp_address.hpp"
+#include "tcp_congestion.hpp"
 #include "tcp_wire.hpp"
 #include "transport/setup_util.hpp"
 
@@ -107,6 +108,12 @@ class Handshaker {
   Status connection_lost(Pending& p, const std::string& what);
   std::string label(const Pending& p) const {
     return process_name(ctx_, ctx_.peers[p.peer_pos]) + " (" + p.remote + ")";
+  }
+  // The process runs on this host: the same host identity (hostname and boot id) as ours.
+  bool on_this_host(std::uint32_t process) const {
+    const auto& all = ctx_.processes;
+    return process < all.size() && ctx_.self < all.size() && !all[process].host.empty() &&
+           all[process].host == all[ctx_.self].host;
   }
   Status timeout_error() const;
   // Incoming connections past their hello deadline are closed; returns the next deadline's
@@ -211,6 +218,12 @@ Status Handshaker::listen_and_publish() {
   if (listener_ < 0) return Status(ErrorCode::system_error, "tcp listener socket failed: " + errno_text(errno));
   const int one = 1;
   setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  // Only lower-numbered peers connect here; accepted connections inherit the listener's choice.
+  bool callers_local = true;
+  for (std::uint32_t peer : ctx_.peers)
+    if (peer < ctx_.self) callers_local = callers_local && on_this_host(peer);
+  status = choose_congestion_control(listener_, ctx_.options->tcp_congestion, callers_local, "the listener");
+  if (!status.ok()) return status;
   if (bind(listener_, address.get(), address.length) != 0)
     return Status(ErrorCode::system_error, "tcp driver cannot listen on " + format_address(address) + ": " + errno_text(errno));
   if (listen(listener_, SOMAXCONN) != 0)
@@ -256,6 +269,9 @@ Status Handshaker::connect_to_higher_peers() {
       pending_[tag] = std::move(p);
       Pending& conn = *pending_[tag];
       status = set_nodelay(conn.fd, conn.remote);
+      if (!status.ok()) return status;
+      status = choose_congestion_control(conn.fd, ctx_.options->tcp_congestion, on_this_host(higher[i]),
+                                         "the connection to " + label(conn));
       if (!status.ok()) return status;
       if (connect(conn.fd, address.get(), address.length) != 0 && errno != EINPROGRESS)
         return Status(ErrorCode::peer_failure, "cannot connect to " + label(conn) + " for tcp channel " +

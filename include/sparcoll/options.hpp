@@ -51,6 +51,7 @@ struct Options {
 
   // --- transports ---------------------------------------------------------------------------
   std::string tcp_addr;                      // SPARCOLL_TCP_ADDR: address to listen on / advertise
+  std::string tcp_congestion = "auto";       // SPARCOLL_TCP_CONGESTION: auto | system | a kernel algorithm name
   std::uint32_t shm_ring_bytes = 1u << 20;   // SPARCOLL_SHM_RING_BYTES: per (sender, receiver, thread)
   std::string shm_peer_reads = "auto";       // SPARCOLL_SHM_PEER_READS: auto | off (one-copy reads of peers' memory)
   std::string ib_device;                     // SPARCOLL_IB_DEVICE: rdma device name; empty = first usable

@@ -56,6 +56,7 @@ TEST_F(ConfigEnv, EveryVariableReachesItsField) {
   set("SPARCOLL_DEADLINE_MS", "1234");
   set("SPARCOLL_CONNECT_TIMEOUT_MS", "4321");
   set("SPARCOLL_TCP_ADDR", "10.0.0.5");
+  set("SPARCOLL_TCP_CONGESTION", "reno");
   set("SPARCOLL_SHM_RING_BYTES", "131072");
   set("SPARCOLL_LOG_LEVEL", "error");
   const Options o = Options::from_env();
@@ -80,6 +81,7 @@ TEST_F(ConfigEnv, EveryVariableReachesItsField) {
   EXPECT_EQ(o.deadline_ms, 1234u);
   EXPECT_EQ(o.connect_timeout_ms, 4321u);
   EXPECT_EQ(o.tcp_addr, "10.0.0.5");
+  EXPECT_EQ(o.tcp_congestion, "reno");
   EXPECT_EQ(o.shm_ring_bytes, 131072u);
   EXPECT_EQ(o.log_level, "error");
   EXPECT_EQ(log::level(), log::Level::error);
@@ -91,8 +93,8 @@ TEST_F(ConfigEnv, EveryOptionsFieldHasARow) {
   // elsewhere (SIMD level, test build dir, the rdma VM scripts' knobs).
   int fields = 0;
   for (const ConfigVariable& v : config_variables()) fields += v.parse != nullptr;
-  EXPECT_EQ(fields, 37);
-  EXPECT_EQ(config_variables().size(), 45u);
+  EXPECT_EQ(fields, 38);
+  EXPECT_EQ(config_variables().size(), 46u);
 }
 
 TEST_F(ConfigEnv, IntegersAreStrict) {

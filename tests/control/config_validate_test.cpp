@@ -170,6 +170,20 @@ TEST(ConfigValidate, ShmRingIsAPowerOfTwoAndHoldsFourMessages) {
   EXPECT_EQ(problem(o), "");
 }
 
+TEST(ConfigValidate, TcpCongestionIsAKernelName) {
+  Options o = valid_single_process();
+  for (const char* ok : {"auto", "system", "cubic", "bbr", "dctcp", "h_tcp2"}) {
+    o.tcp_congestion = ok;
+    EXPECT_EQ(problem(o), "") << ok;
+  }
+  for (const char* bad : {"", "Cubic", "cubic reno", "../cubic", "averyveryverylongname"}) {
+    o.tcp_congestion = bad;
+    EXPECT_EQ(problem(o), "tcp_congestion='" + std::string(bad) +
+                              "' (SPARCOLL_TCP_CONGESTION) must be auto, system or a kernel congestion control name "
+                              "(1 to 15 of a-z, 0-9, _; net.ipv4.tcp_available_congestion_control lists them)");
+  }
+}
+
 TEST(ConfigValidate, JobTokenFitsTheStoreHello) {
   Options o = valid_single_process();
   o.job_token.assign(4097, 't');
