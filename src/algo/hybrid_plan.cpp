@@ -2,7 +2,28 @@
 
 #include <algorithm>
 
+#include "block/bitmap.hpp"
+
 namespace sparcoll::algo {
+
+void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                          std::uint32_t stripe_blocks, std::uint32_t* counts) {
+  const std::uint64_t nblocks = block::block_count(count, block_elems);
+  const std::size_t esize = dtype_size(dtype);
+  const auto* bytes = static_cast<const std::byte*>(data);
+  for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s) {
+    const std::uint64_t blocks = std::min<std::uint64_t>(stripe_blocks, nblocks - first);
+    const std::uint64_t samples = std::min<std::uint64_t>(blocks, kStripeSamples);
+    std::uint64_t nonzero = 0;
+    for (std::uint64_t i = 0; i < samples; ++i) {
+      // The middle of the i-th of `samples` equal parts: every block when samples == blocks.
+      const std::uint64_t b = first + (blocks * i + blocks / 2) / samples;
+      const std::size_t begin = b * block_elems, n = std::min<std::size_t>(block_elems, count - begin);
+      nonzero += block::is_zero(bytes + begin * esize, n, dtype) ? 0 : 1;
+    }
+    counts[s] = static_cast<std::uint32_t>((nonzero * blocks + samples / 2) / samples);
+  }
+}
 
 std::uint32_t stripe_blocks_for(std::uint64_t nblocks) {
   constexpr std::uint64_t kMinBlocks = 512, kMaxStripes = 64;

@@ -11,6 +11,7 @@
 #include "block/reduce.hpp"
 #include "common/log.hpp"
 #include "engine/limits.hpp"
+#include "engine/op_scan.hpp"
 
 namespace sparcoll::detail {
 
@@ -187,83 +188,6 @@ Status CommunicatorImpl::serve() {
   return control::leave(membership_, options_, engine_->broken());
 }
 
-namespace {
-
-// Blocks the hybrid's scan samples in a stripe before reading all of it.
-constexpr std::uint32_t kStripeSamples = 16;
-
-// True when each of kStripeSamples blocks spread over the stripe is non-zero: the stripe is then
-// this dense on this rank with near certainty (at 80% density all 16 come out non-zero 3% of the
-// time; a dense stripe is never slower there anyway).
-bool stripe_looks_full(const std::byte* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                       std::size_t first_block, std::size_t blocks) {
-  if (blocks < kStripeSamples) return false;
-  const std::size_t esize = dtype_size(dtype);
-  for (std::uint32_t i = 0; i < kStripeSamples; ++i) {
-    const std::size_t b = first_block + (blocks * i + blocks / 2) / kStripeSamples;
-    const std::size_t begin = b * block_elems, n = std::min<std::size_t>(block_elems, count - begin);
-    if (block::is_zero(data + begin * esize, n, dtype)) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-// The op's bitmap of non-zero blocks, from one scan of the send buffer.
-//
-// The hybrid (stripe_blocks != 0) decides per stripe from every rank's count of non-zero blocks;
-// a stripe full on any one rank has a union density of 100% and goes dense on every rank, which
-// needs no bitmap. So a stripe whose samples are all non-zero is marked full without reading the
-// rest of it: on a dense tensor the scan was 0.36-0.49 ms of a 3.5 ms 16 MiB allreduce, a read
-// of every block. Only when dense_percent can make such a stripe dense (<= 100), and the stripes
-// that need reading are still read in one call per run of them (the scan's TBB split).
-void CommunicatorImpl::scan_blocks(engine::OpState& state, std::size_t count, DataType dtype,
-                                   std::uint32_t stripe_blocks) {
-  const std::size_t nblocks = block::block_count(count, options_.block_elems);
-  const std::size_t words = block::bitmap_words(nblocks);
-  state.bitmap.resize(words + 1);  // +1: never empty, so data() is valid
-  std::uint64_t* signed_zero = nullptr;
-  if (state.in_place) {
-    // In place, blocks nobody sends keep their bytes: turn a local -0.0 block into +0 so every
-    // rank ends with the same bytes there.
-    signed_zero_.assign(words + 1, 0);
-    signed_zero = signed_zero_.data();
-  }
-  const std::size_t esize = dtype_size(dtype);
-  const std::uint32_t block_elems = options_.block_elems;
-  auto read = [&](std::size_t first_block, std::size_t end_block) {
-    if (first_block == end_block) return;
-    const std::size_t begin = first_block * block_elems, end = std::min(count, end_block * block_elems);
-    block::scan_nonzero_blocks(state.send + begin * esize, end - begin, dtype, block_elems,
-                               state.bitmap.data() + first_block / 64,
-                               signed_zero != nullptr ? signed_zero + first_block / 64 : nullptr);
-  };
-  if (stripe_blocks == 0 || options_.hybrid_dense_percent > 100) {
-    read(0, nblocks);
-  } else {
-    std::size_t unread_from = 0;  // the run of stripes still to read starts here
-    for (std::size_t first = 0; first < nblocks; first += stripe_blocks) {
-      const std::size_t blocks = std::min<std::size_t>(stripe_blocks, nblocks - first);
-      if (!stripe_looks_full(state.send, count, dtype, block_elems, first, blocks)) continue;
-      read(unread_from, first);
-      unread_from = first + blocks;
-      const std::size_t w0 = first / 64, w1 = block::bitmap_words(first + blocks);
-      std::fill(state.bitmap.begin() + static_cast<std::ptrdiff_t>(w0),
-                state.bitmap.begin() + static_cast<std::ptrdiff_t>(w1), ~std::uint64_t{0});
-      if (const std::size_t tail = (first + blocks) % 64; tail != 0) state.bitmap[w1 - 1] = (std::uint64_t{1} << tail) - 1;
-    }
-    read(unread_from, nblocks);
-  }
-  if (signed_zero != nullptr) {
-    const std::size_t full = std::size_t{block_elems} * esize;
-    for (std::size_t w = 0; w < words; ++w)
-      for (std::uint64_t bits = signed_zero[w]; bits != 0; bits &= bits - 1) {
-        const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-        std::memset(state.recv + b * full, 0, std::min(full, count * esize - b * full));
-      }
-  }
-}
-
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                     std::shared_ptr<RequestState>* out) {
   if (engine_->broken())
@@ -278,8 +202,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
 // The next op slot, waited for and filled: arguments, geometry, and the bitmap from one scan of
 // the send buffer (or the abort a bad argument or a failed allocation turns into).
 engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype,
-                                                        ReduceOp op, const std::string& problem,
-                                                        std::uint32_t stripe_blocks) {
+                                                        ReduceOp op, const std::string& problem, bool scan) {
   const std::uint32_t op_id = next_op_id_++;
 
   engine::OpState& state = engine_->slot(op_id);
@@ -305,7 +228,9 @@ engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* 
     // (a count far beyond its memory) aborts the op for everyone like a bad argument, instead
     // of throwing past its peers, who would wait for it until their deadline.
     try {
-      scan_blocks(state, count, dtype, stripe_blocks);
+      const std::size_t nblocks = block::block_count(count, options_.block_elems);
+      state.bitmap.assign(block::bitmap_words(nblocks) + 1, 0);  // +1: never empty, so data() is valid
+      if (scan) engine::scan_op_blocks(state, count, 0, nblocks, &signed_zero_);
     } catch (const std::bad_alloc&) {
       state.abort = true;
       state.abort_code = ErrorCode::no_resource;
@@ -336,18 +261,15 @@ engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* 
   return state;
 }
 
-// The hybrid allreduce (coll/hybrid_allreduce.cpp): the block-sparse op slot is prepared here
-// (the one scan) and reserved; the collective thread exchanges the stripe counts, decides, and
-// hands the sparse stripes to the engine.
+// The hybrid allreduce (coll/hybrid_allreduce.cpp): the block-sparse op slot is prepared and
+// reserved here, and each stripe's density estimated from a sample of its blocks; the collective
+// thread exchanges the estimates, decides, scans the stripes that stay block-sparse and hands
+// them to the engine.
 Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                            std::shared_ptr<RequestState>* out, bool caller_waits) {
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
   const std::string problem = check_arguments(send, recv, count, dtype, op);
-  // The stripes the scan may mark full; none for a count whose stripe size would not fit in 32
-  // bits (its bitmap cannot be allocated either: the op aborts as out of memory).
-  const std::uint64_t scan_nblocks = problem.empty() ? block::block_count(count, options_.block_elems) : 0;
-  const std::uint32_t scan_stripe_blocks = scan_nblocks < (std::uint64_t{1} << 36) ? algo::stripe_blocks_for(scan_nblocks) : 0;
-  engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, problem, scan_stripe_blocks);
+  engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, problem, /*scan=*/false);
   state.busy.store(1, std::memory_order_release);  // reserved until the collective thread hands it over or gives it back
   coll::CollOp& c = executor_->next_slot();
   c.kind = coll::CollKind::hybrid_allreduce;
@@ -363,9 +285,9 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   c.hybrid.stripe_blocks = algo::stripe_blocks_for(nblocks);
   const std::uint64_t stripes = (nblocks + c.hybrid.stripe_blocks - 1) / c.hybrid.stripe_blocks;
   c.hybrid.stripe_counts.assign(stripes, 0);
-  const std::uint32_t words_per_stripe = c.hybrid.stripe_blocks / 64;
-  for (std::size_t w = 0; w < block::bitmap_words(nblocks); ++w)
-    c.hybrid.stripe_counts[w / words_per_stripe] += static_cast<std::uint32_t>(std::popcount(state.bitmap[w]));
+  if (nblocks > 0)
+    algo::sample_stripe_counts(send, count, dtype, options_.block_elems, c.hybrid.stripe_blocks,
+                               c.hybrid.stripe_counts.data());
   std::string local_problem = problem;
   if (local_problem.empty() && state.abort) local_problem = state.abort_reason;
   return submit(c, "allreduce op", local_problem, out, std::string(),

@@ -63,15 +63,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   // The algorithm an allreduce runs: `algo` resolved against options().algo and, for "auto",
   // the tensor's size.
   Algorithm resolve(Algorithm algo, const void* send, std::size_t count, DataType dtype, ReduceOp op);
-  // `stripe_blocks` != 0: the hybrid's op, scanned stripe by stripe (scan_blocks).
+  // `scan` false: the bitmap is sized and cleared, not filled (the hybrid scans only the stripes
+  // its plan leaves block-sparse, on the collective thread).
   engine::OpState& prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                                        const std::string& problem, std::uint32_t stripe_blocks = 0);
+                                        const std::string& problem, bool scan = true);
   Status iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                            std::shared_ptr<RequestState>* out, bool caller_waits);
-  // Fills state.bitmap from the send buffer (and in place, zeroes -0.0 blocks of recv). Throws
-  // std::bad_alloc when the bitmap does not fit in memory. With `stripe_blocks`, a stripe that is
-  // certain to go dense is marked whole without being read (communicator_impl.cpp).
-  void scan_blocks(engine::OpState& state, std::size_t count, DataType dtype, std::uint32_t stripe_blocks);
   // The algorithm an allreduce_sparse runs; sets *problem when `algo` is not a sparse one.
   Algorithm resolve_sparse(Algorithm algo, std::string* problem) const;
   // Hands a filled peer-to-peer collective to the collective thread, or runs it in the calling

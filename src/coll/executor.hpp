@@ -87,9 +87,10 @@ class Executor {
   std::atomic<std::uint32_t> ran_here_{0};  // collectives run_here() ran so far
   bool any_thread_ = false;  // the channel may be driven by the calling thread
   algo::Scratch scratch_;
-  std::vector<std::int32_t> halves_;
+  std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
   std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe
-  OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic  // exact_i32_avg: the 16-bit halves, then their sums
+  std::vector<std::uint64_t> signed_zero_;   // hybrid: scratch of its in-place scans
+  OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic
   algo::CompressScratch compress_scratch_;
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0};
   std::thread thread_;

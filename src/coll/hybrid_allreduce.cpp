@@ -1,13 +1,12 @@
 // The hybrid allreduce on the collective thread: every stripe of the tensor goes the way that
-// costs least for its density. The calling thread scanned the tensor once (the block-sparse
-// bitmap) and counted each stripe's non-zero blocks; here
-//   1. every rank's counts are exchanged (one small message to every peer), and every rank
+// costs least for its density. The calling thread estimated each stripe's non-zero blocks from a
+// sample of them (algo::sample_stripe_counts); here
+//   1. every rank's estimates are exchanged (one small message to every peer), and every rank
 //      computes the same plan from the same table (algo/hybrid_plan.hpp);
-//   2. the sparse stripes go to the block-sparse engine (the op slot the calling thread reserved,
-//      the dense stripes' bits cleared from its bitmap), which runs them on the progress threads
-//      while
-//   3. this thread runs each run of adjacent dense stripes through the best dense algorithm the
-//      transport has: direct (one copy, reading peers' memory) on shm, the ring elsewhere;
+//   2. the sparse stripes, and only they, are scanned into the bitmap of the op slot the calling
+//      thread reserved, and go to the block-sparse engine, which runs them on the progress
+//      threads while
+//   3. this thread runs each run of adjacent dense stripes through the dense ring;
 //   4. the op completes once the block-sparse half has.
 // Each element is reduced by exactly one of the two paths, each bitwise identical on every rank,
 // so the result is too. docs/architecture.md, "Hybrid allreduce".
@@ -17,6 +16,7 @@
 #include "common/futex.hpp"
 #include "coll/executor.hpp"
 #include "engine/engine.hpp"
+#include "engine/op_scan.hpp"
 
 namespace sparcoll::coll {
 namespace {
@@ -37,11 +37,17 @@ void Executor::release_unused_sparse_part(CollOp& op) {
   part->busy.notify_all();
 }
 
+// The ring, on every transport. On shm, `direct` (one-copy reads of the peers' memory) was the
+// dense half until it was measured on another host, where process_vm_readv copies at half
+// memcpy's speed (7 against 14 GB/s): the ring there was 2-3x faster from 1 to 100 MiB at 2 and 4
+// ranks, and it was already faster at 100 MiB on the host direct was chosen on (22 against 27
+// ms). A choice measured at setup would change the summation order, and so the result's bits,
+// from one run to the next.
 Status Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end) {
   const std::size_t esize = dtype_size(op.dtype);
   const auto* send = static_cast<const std::byte*>(op.send) + begin * esize;
   auto* recv = static_cast<std::byte*>(op.recv) + begin * esize;
-  const Algorithm algo = peers_.size() > 1 && peers_.reads_peer_memory() ? Algorithm::direct : Algorithm::ring;
+  const Algorithm algo = Algorithm::ring;
   if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg(algo, send, recv, end - begin);
   return allreduce(algo, send, recv, end - begin, op.dtype, op.op);
 }
@@ -67,17 +73,21 @@ Status Executor::hybrid_allreduce(CollOp& op) {
   std::uint32_t dense_count = 0;
   for (std::uint64_t word : part.dense_stripes) dense_count += static_cast<std::uint32_t>(std::popcount(word));
 
-  // 2. The sparse stripes to the engine, without the dense stripes' blocks.
+  // 2. The sparse stripes scanned (each run of them in one call: the scan splits it over TBB's
+  //    threads) and handed to the engine; the dense stripes' bits stay clear.
   std::shared_ptr<detail::RequestState> sparse_done;
   if (dense_count < stripes) {
     part.stripe_blocks = dense_count > 0 ? h.stripe_blocks : 0;
-    const std::uint32_t words_per_stripe = h.stripe_blocks / 64;
-    for (std::uint32_t s = 0; s < stripes && dense_count > 0; ++s) {
-      if (!is_dense(part.dense_stripes, s)) continue;
-      const std::size_t first = std::size_t{s} * words_per_stripe;
-      const std::size_t last = std::min(first + words_per_stripe, part.bitmap.size());
-      std::fill(part.bitmap.begin() + static_cast<std::ptrdiff_t>(first),
-                part.bitmap.begin() + static_cast<std::ptrdiff_t>(last), std::uint64_t{0});
+    for (std::uint32_t s = 0; s < stripes;) {
+      if (is_dense(part.dense_stripes, s)) {
+        ++s;
+        continue;
+      }
+      std::uint32_t e = s;
+      while (e < stripes && !is_dense(part.dense_stripes, e)) ++e;
+      engine::scan_op_blocks(part, op.count, std::size_t{s} * h.stripe_blocks,
+                             std::min<std::uint64_t>(std::uint64_t{e} * h.stripe_blocks, nblocks), &signed_zero_);
+      s = e;
     }
     sparse_done = std::make_shared<detail::RequestState>();
     part.request = sparse_done;

@@ -113,11 +113,11 @@ TEST(HybridAllreduce, FourAndFiveRanksSplitTheStripes) {
                                "dense_half", "--ops", "sum,min", "--inflight", "3"}));
 }
 
-// The hybrid's scan marks a stripe whose sampled blocks are all non-zero as full without reading
-// the rest (it goes dense on every rank); the stripes around it are read. In place, with -0.0 in
-// the zero elements of odd ranks, the read stripes still turn -0.0 blocks into +0 and the bytes
-// come out identical everywhere.
-TEST(HybridAllreduce, StripesMarkedFullUnreadBesideReadOnesWithNegativeZeros) {
+// The hybrid decides from sampled densities and scans only the stripes it leaves block-sparse:
+// the dense stripes are never read in full, the sparse ones beside them are. In place, with -0.0
+// in the zero elements of odd ranks, the scanned stripes still turn -0.0 blocks into +0 and the
+// bytes come out identical everywhere.
+TEST(HybridAllreduce, DenseStripesUnscannedBesideScannedOnesWithNegativeZeros) {
   for (const char* transport : {"shm", "tcp"})
     expect_passed(run_check(3, transport, 0,
                             {"--algo", "hybrid", "--sizes", "400003,1000001", "--dtypes", "f32,bf16", "--ops", "sum,max",

@@ -1,0 +1,77 @@
+// The hybrid's plan: sampled stripe densities, and the rule that makes a stripe dense.
+#include "algo/hybrid_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace sparcoll::algo {
+namespace {
+
+constexpr std::uint32_t kBlock = 256;
+
+// A tensor of nblocks blocks (the last one `tail` elements short) whose block b is non-zero when
+// nonzero(b); a non-zero block has one non-zero element, at its end, the last place a scan looks.
+template <typename F>
+std::vector<float> tensor(std::uint64_t nblocks, std::uint32_t tail, F nonzero) {
+  std::vector<float> t(nblocks * kBlock - tail, 0.0f);
+  for (std::uint64_t b = 0; b < nblocks; ++b)
+    if (nonzero(b)) t[std::min<std::size_t>((b + 1) * kBlock, t.size()) - 1] = 1.0f;
+  return t;
+}
+
+TEST(HybridPlan, StripesAreWholeBitmapWordsOfAtLeast512BlocksAndAtMost64) {
+  EXPECT_EQ(stripe_blocks_for(0), 512u);
+  EXPECT_EQ(stripe_blocks_for(1000), 512u);
+  EXPECT_EQ(stripe_blocks_for(64 * 512), 512u);
+  EXPECT_EQ(stripe_blocks_for(64 * 512 + 1), 576u);  // 513 rounded up to whole words
+  const std::uint64_t big = std::uint64_t{1} << 30;
+  EXPECT_LE((big + stripe_blocks_for(big) - 1) / stripe_blocks_for(big), 64u);
+}
+
+TEST(HybridPlan, SampledCountsAreExactForShortStripesAndFullOrEmptyOnes) {
+  // 3 stripes of 512 blocks and a last one of 20 (every block of it sampled); the tensor's last
+  // block is short.
+  const std::uint64_t nblocks = 3 * 512 + 20;
+  const auto t = tensor(nblocks, 100, [](std::uint64_t b) { return b < 512 || (b >= 3 * 512 && b % 3 == 0); });
+  std::vector<std::uint32_t> counts(4, 99);
+  sample_stripe_counts(t.data(), t.size(), DataType::f32, kBlock, 512, counts.data());
+  EXPECT_EQ(counts[0], 512u);  // full
+  EXPECT_EQ(counts[1], 0u);    // empty
+  EXPECT_EQ(counts[2], 0u);
+  EXPECT_EQ(counts[3], 7u);    // blocks 1536, 1539, ..., 1554 of its 20: exact
+}
+
+TEST(HybridPlan, SampledCountsEstimateARandomStripesDensity) {
+  std::mt19937_64 rng(7);
+  std::bernoulli_distribution pick(0.3);
+  std::vector<bool> nonzero(64 * 512);
+  for (std::size_t b = 0; b < nonzero.size(); ++b) nonzero[b] = pick(rng);
+  const auto t = tensor(nonzero.size(), 0, [&](std::uint64_t b) { return nonzero[b]; });
+  std::vector<std::uint32_t> counts(64);
+  sample_stripe_counts(t.data(), t.size(), DataType::f32, kBlock, 512, counts.data());
+  double mean = 0;
+  for (std::uint32_t c : counts) {
+    EXPECT_LE(c, 512u);
+    mean += c / 512.0 / counts.size();
+  }
+  EXPECT_NEAR(mean, 0.3, 0.03);  // 2048 samples in all
+}
+
+TEST(HybridPlan, AStripeGoesDenseAtTheUnionDensityThreshold) {
+  // 2 ranks, 3 stripes of 100 blocks: union densities 1-(0.8*0.8) = 36%, 1-(0.7*0.8) = 44%, and
+  // 100% (one rank full).
+  const std::uint32_t counts[] = {20, 30, 100, /* rank 1 */ 20, 20, 0};
+  std::vector<std::uint64_t> dense;
+  plan_dense_stripes(counts, 2, 3, 300, 100, 40, &dense);
+  ASSERT_EQ(dense.size(), 1u);
+  EXPECT_EQ(dense[0], 0b110u);
+  plan_dense_stripes(counts, 2, 3, 300, 100, 0, &dense);
+  EXPECT_EQ(dense[0], 0b111u);  // 0: every stripe dense
+  plan_dense_stripes(counts, 2, 3, 300, 100, 101, &dense);
+  EXPECT_EQ(dense[0], 0u);      // above 100: none
+}
+
+}  // namespace
+}  // namespace sparcoll::algo
