@@ -85,6 +85,9 @@ Status CommunicatorImpl::setup(const Options& options) {
   s = control::join(options_, &membership_);
   if (!s.ok()) return s;
   joined_ = true;
+  // auto: the transport decides how dense a stripe must be for the ring to beat block-sparse
+  // (docs/algorithms.md, "hybrid"); every process joined with the same transport.
+  if (options_.hybrid_dense_percent < 0) options_.hybrid_dense_percent = transport() == "shm" ? 40 : 65;
 
   engine::EngineConfig cfg;
   cfg.layout.workers = membership_.workers;

@@ -69,7 +69,7 @@ Status Executor::hybrid_allreduce(CollOp& op) {
   if (Status s = peers_.wait(); !s.ok()) return s;
   const std::uint64_t nblocks = part.geometry.nblocks();
   algo::plan_dense_stripes(stripe_table_.data(), n, stripes, nblocks, h.stripe_blocks,
-                           engine_->config().options.hybrid_dense_percent, &part.dense_stripes);
+                           static_cast<std::uint32_t>(options_.hybrid_dense_percent), &part.dense_stripes);
   std::uint32_t dense_count = 0;
   for (std::uint64_t word : part.dense_stripes) dense_count += static_cast<std::uint32_t>(std::popcount(word));
 

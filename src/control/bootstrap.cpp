@@ -36,7 +36,7 @@ std::vector<SharedSetting> shared_settings(const Options& o) {
       {"SPARCOLL_AGGREGATORS", std::to_string(o.aggregators)},
       {"SPARCOLL_TRANSPORT", o.transport},
       {"SPARCOLL_ALGO", o.algo},
-      {"SPARCOLL_HYBRID_DENSE_PERCENT", std::to_string(o.hybrid_dense_percent)},
+      {"SPARCOLL_HYBRID_DENSE_PERCENT", o.hybrid_dense_percent < 0 ? "auto" : std::to_string(o.hybrid_dense_percent)},
       {"SPARCOLL_SMALL_TENSOR_BYTES", std::to_string(o.small_tensor_bytes)},
       {"SPARCOLL_HYBRID_MIN_BYTES", std::to_string(o.hybrid_min_bytes)},
       {"SPARCOLL_BLOCK_ELEMS", std::to_string(o.block_elems)},
