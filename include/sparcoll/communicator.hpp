@@ -48,7 +48,8 @@ struct TrafficStats {
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
   // Packet transports (dpdk) only, zero elsewhere; refreshed by the progress threads every few
-  // milliseconds, so a read right after an operation may lag slightly behind.
+  // milliseconds and by the collective thread after each collective, so a read right after a
+  // block-sparse operation may lag slightly behind.
   std::uint64_t packets_sent = 0;
   std::uint64_t packets_received = 0;
   std::uint64_t packets_retransmitted = 0;  // resent after a loss or a timeout

@@ -93,6 +93,9 @@ class Executor {
   OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic
   algo::CompressScratch compress_scratch_;
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0};
+  // The collective channel's packet counters as of the last collective (packet transports).
+  std::atomic<std::uint64_t> packets_sent_{0}, packets_received_{0}, packets_retransmitted_{0},
+      packets_dropped_invalid_{0}, packets_duplicate_{0};
   std::thread thread_;
 };
 

@@ -85,6 +85,8 @@ class Peers {
   // mismatch): forget the collective, so the next one runs normally.
   void forget_failed();
 
+  // The channel's packet counters so far (packet transports; zeros elsewhere).
+  transport::ChannelCounters channel_counters() const { return channel_ != nullptr ? channel_->counters() : transport::ChannelCounters{}; }
   // Traffic of the current collective (headers included).
   std::uint64_t bytes_sent() const noexcept { return bytes_sent_; }
   std::uint64_t bytes_received() const noexcept { return bytes_received_; }
