@@ -32,7 +32,7 @@ struct Flags {
                "  --transport LIST      shm,tcp,... (default: the communicator's choice)\n"
                "  --algo LIST           block_sparse, auto, ring, butterfly, ssar_recursive_doubling,\n"
                "                        ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct,\n"
-               "                        hybrid (default: SPARCOLL_ALGO, itself auto by default)\n"
+               "                        hybrid, block_recursive_doubling (default: SPARCOLL_ALGO, itself auto)\n"
                "  --out-of-place        separate receive buffer   --register: register the send buffer (zero-copy)\n"
                "  --read-floor          time each rank reading its tensor once instead (all ranks at once):\n"
                "                        the floor under any allreduce that must look at every element (system 'floor')\n"
@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
         continue;
       }
       const auto a = sparcoll::parse_algorithm(algo);
-      if (!a) usage("unknown algorithm '" + algo + "' (--algo): block_sparse, auto, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid");
+      if (!a) usage("unknown algorithm '" + algo + "' (--algo): block_sparse, auto, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid, block_recursive_doubling");
       parsed_algos.push_back(*a);
     }
     const std::size_t communicators = transports.size() * blocks.size();

@@ -119,8 +119,8 @@ class Communicator {
   std::string transport_name() const;
 
   // recv = reduce(send over all ranks). In place when send == recv. `count` elements of `dtype`.
-  // Runs options().algo (SPARCOLL_ALGO; default auto: recursive doubling for small tensors, the
-  // hybrid of block-sparse and dense stripes for the rest, docs/algorithms.md). Returns what ran
+  // Runs options().algo (SPARCOLL_ALGO; default auto: block recursive doubling for small tensors,
+  // the ring or the hybrid of block-sparse and dense stripes for the rest, docs/algorithms.md). Returns what ran
   // (OpStats::algorithm) and its traffic. With nothing else in flight, a collective the caller
   // waits for runs in the calling thread (docs/architecture.md), so it costs no thread hand-off.
   OpStats allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);

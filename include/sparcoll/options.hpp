@@ -30,7 +30,7 @@ struct Options {
 
   // --- engine -------------------------------------------------------------------------------
   std::string transport = "auto";  // SPARCOLL_TRANSPORT: auto | shm | tcp (| rdma | dpdk)
-  std::string algo = "auto";       // SPARCOLL_ALGO: auto = recursive doubling when small, else hybrid
+  std::string algo = "auto";       // SPARCOLL_ALGO: auto = block recursive doubling when small, else ring or hybrid
   int aggregators = 0;             // SPARCOLL_AGGREGATORS: 0 = co-located, M = dedicated processes
   std::uint32_t block_elems = 256; // SPARCOLL_BLOCK_ELEMS: elements per block
   std::uint32_t lanes = 64;        // SPARCOLL_LANES: slots the tensor's blocks are striped over

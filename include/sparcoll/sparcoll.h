@@ -87,7 +87,7 @@ sparcoll_status_t sparcoll_comm_destroy(sparcoll_comm_t comm);
 /* How an allreduce runs (docs/algorithms.md); values are sparcoll::Algorithm's: append only. */
 typedef enum {
   SPARCOLL_ALGO_DEFAULT = 0,      /* the communicator's SPARCOLL_ALGO */
-  SPARCOLL_ALGO_AUTO = 1,         /* recursive doubling when small, else hybrid (the default) */
+  SPARCOLL_ALGO_AUTO = 1,         /* block recursive doubling when small, else ring or hybrid (the default) */
   SPARCOLL_ALGO_BLOCK_SPARSE = 2, /* streaming block-sparse aggregation */
   SPARCOLL_ALGO_RING = 3,         /* dense ring: reduce-scatter + allgather */
   SPARCOLL_ALGO_BUTTERFLY = 4,    /* dense recursive halving/doubling */
@@ -96,7 +96,8 @@ typedef enum {
   SPARCOLL_ALGO_DSAR_SPLIT_ALLGATHER = 7,
   SPARCOLL_ALGO_RECURSIVE_DOUBLING = 8, /* dense, latency-optimal (small tensors) */
   SPARCOLL_ALGO_DIRECT = 9,             /* dense, reads peers' memory in place (shm transport) */
-  SPARCOLL_ALGO_HYBRID = 10             /* per stripe: block-sparse where sparse, dense where dense */
+  SPARCOLL_ALGO_HYBRID = 10,            /* per stripe: block-sparse where sparse, dense where dense */
+  SPARCOLL_ALGO_BLOCK_RECURSIVE_DOUBLING = 11 /* recursive doubling of the non-zero blocks */
 } sparcoll_algo_t;
 
 /* A collective in flight. Its buffers must stay valid until sparcoll_wait or sparcoll_test has

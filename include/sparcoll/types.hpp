@@ -25,6 +25,7 @@ enum class Algorithm : std::uint8_t {
   recursive_doubling = 8,       // dense, latency-optimal: log2(n) exchanges of the whole tensor
   direct = 9,                   // dense reduce-scatter + allgather reading peers' memory in place (shm)
   hybrid = 10,                  // per stripe: block-sparse where sparse, the best dense path where dense
+  block_recursive_doubling = 11,  // recursive doubling of the non-zero blocks (bitmap + blocks): small sparse tensors
 };
 
 constexpr std::size_t dtype_size(DataType t) noexcept {

@@ -25,6 +25,26 @@ void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, s
   }
 }
 
+bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes,
+                                     std::uint64_t nblocks, std::uint32_t max_percent) {
+  if (ranks < 2 || nblocks == 0) return true;
+  double densest = 0;
+  for (std::uint32_t r = 0; r < ranks; ++r) {
+    std::uint64_t blocks = 0;
+    for (std::uint32_t s = 0; s < stripes; ++s) blocks += counts[std::size_t{r} * stripes + s];
+    densest = std::max(densest, std::min(1.0, static_cast<double>(blocks) / static_cast<double>(nblocks)));
+  }
+  double rd = 0, all_zero = 1 - densest;  // all_zero: the chance a block is zero on 2^k ranks
+  for (std::uint32_t group = 1; group < ranks; group *= 2) {
+    rd += 1 - all_zero;
+    all_zero *= all_zero;
+  }
+  const double ring = 2.0 * (ranks - 1) / ranks;
+  // In whole percent, rounded down, as the stripes' rule: the same on every rank. The 1e-9 keeps
+  // a ratio that is whole on paper (10%) from rounding down to the one below (1 - 0.9 = 0.0999..).
+  return static_cast<std::uint32_t>(rd / ring * 100.0 + 1e-9) <= max_percent;
+}
+
 std::uint32_t stripe_blocks_for(std::uint64_t nblocks) {
   constexpr std::uint64_t kMinBlocks = 512, kMaxStripes = 64;
   std::uint64_t per = (nblocks + kMaxStripes - 1) / kMaxStripes;

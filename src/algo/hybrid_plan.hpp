@@ -32,6 +32,14 @@ void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, s
 void plan_dense_stripes(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes, std::uint64_t nblocks,
                         std::uint32_t stripe_blocks, std::uint32_t dense_percent, std::vector<std::uint64_t>* dense);
 
+// For a tensor too small to split into stripes (below SPARCOLL_HYBRID_MIN_BYTES), whether block
+// recursive doubling beats the ring for the whole of it: true when the bytes it is estimated to
+// send, in units of the tensor, sum over its log2(p) steps of the density of the union of 2^k
+// ranks (independent supports, each as dense as the densest rank), are at most max_percent of
+// the ring's 2(p-1)/p. Same table, same answer on every rank.
+bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes,
+                                     std::uint64_t nblocks, std::uint32_t max_percent);
+
 // Blocks per stripe for a tensor of nblocks: a multiple of 64 (whole bitmap words), at least 512
 // blocks, at most 64 stripes.
 std::uint32_t stripe_blocks_for(std::uint64_t nblocks);

@@ -61,6 +61,10 @@ Status butterfly_allreduce(coll::Peers& peers, const void* send, void* recv, std
 // log2(n) exchanges of the whole tensor: for small tensors, where latency decides.
 Status recursive_doubling_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count,
                                     DataType dtype, ReduceOp op, Scratch& scratch);
+// log2(n) exchanges of the non-zero blocks seen so far (block_set.hpp): recursive doubling whose
+// bytes shrink with the density.
+Status block_recursive_doubling_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count,
+                                          DataType dtype, ReduceOp op, std::uint32_t block_elems, Scratch& scratch);
 // Reduce-scatter + allgather reading the peers' buffers in place (needs peers.reads_peer_memory()).
 Status direct_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                         ReduceOp op, Scratch& scratch);

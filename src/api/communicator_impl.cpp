@@ -288,6 +288,10 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   c.hybrid.stripe_blocks = algo::stripe_blocks_for(nblocks);
   const std::uint64_t stripes = (nblocks + c.hybrid.stripe_blocks - 1) / c.hybrid.stripe_blocks;
   c.hybrid.stripe_counts.assign(stripes, 0);
+  c.hybrid.whole_tensor = count < options_.hybrid_min_bytes / dtype_size(state.geometry.dtype);
+  // Over shm a byte saved is worth less against block recursive doubling's extra passes over the
+  // tensor than over a wire (docs/algorithms.md, "hybrid").
+  c.hybrid.rd_max_percent = transport() == "shm" ? 20 : 55;
   if (nblocks > 0)
     algo::sample_stripe_counts(send, count, dtype, options_.block_elems, c.hybrid.stripe_blocks,
                                c.hybrid.stripe_counts.data());
@@ -397,18 +401,21 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   // auto decides from what every rank already has, the same on every rank (count, dtype and
   // SPARCOLL_SMALL_TENSOR_BYTES are), with no message and no pass over the data:
   //   - one rank: block-sparse, which copies;
-  //   - a small tensor: recursive doubling, log2(p) whole-tensor exchanges, where latency
-  //     outweighs bytes and lanes, windows and the density decision cost more than they save.
-  //     Its bytes grow with log2(p) while the ring's stay under 2x the tensor, so the limit
-  //     halves with each doubling of the ranks above 2 (4 ranks: 32 KiB; measured on shm, the
-  //     ring overtook it between 16 and 64 KiB) and the ring takes the rest of the small range;
+  //   - a small tensor: block recursive doubling, log2(p) exchanges of the non-zero blocks seen
+  //     so far, where latency outweighs bytes and lanes, windows and the density decision cost
+  //     more than they save (on dense data it moves what dense recursive doubling moves, 3-8%
+  //     slower; at 50% density up to 2x faster). Its bytes grow with log2(p) while the ring's
+  //     stay under 2x the tensor, so the limit halves with each doubling of the ranks above 2
+  //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB) and the
+  //     ring takes the rest of the small range;
   //   - over shm, a medium tensor (below SPARCOLL_HYBRID_MIN_BYTES): the ring, which beats Open
-  //     MPI's vader there while the hybrid's count exchange (~0.1 ms) costs more than
-  //     block-sparse saves. Not over tcp: there the ring is slower than Open MPI's tcp
-  //     transport at every density, and the hybrid at least wins 2x on sparse tensors (a run
-  //     with the ring below 2 MiB over tcp too turned 5 such points slower; docs/perf.md);
-  //   - anything larger: the hybrid, which decides per stripe from the scan block-sparse
-  //     makes anyway (docs/algorithms.md, "auto").
+  //     MPI's vader there, with no density exchange (on shm block recursive doubling beats it
+  //     only below ~10% density at 2 ranks). Over the other transports the hybrid, whose
+  //     exchange decides: below SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block recursive
+  //     doubling or the ring (over tcp at 1 MiB: 52-239 us against the ring's 383-398 at
+  //     1-30% density, 2 ranks), from there per stripe, block-sparse or the ring;
+  //   - anything larger: the hybrid, which decides per stripe from a sample of each stripe
+  //     (docs/algorithms.md, "auto").
   // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or
   // count is bad still takes its turn there and fails the collective on every rank, and ranks
   // whose counts or dtypes differ (so that they choose differently) meet in the same collective
@@ -420,7 +427,7 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   const std::size_t esize = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype_size(dtype) : 4;
   if (count <= options_.small_tensor_bytes / esize) {
     const int doublings = std::bit_width(size() - 1u);  // ceil(log2 p) for p >= 2
-    return count <= (options_.small_tensor_bytes >> (doublings - 1)) / esize ? Algorithm::recursive_doubling
+    return count <= (options_.small_tensor_bytes >> (doublings - 1)) / esize ? Algorithm::block_recursive_doubling
                                                                                : Algorithm::ring;
   }
   if (transport() == "shm" && count < options_.hybrid_min_bytes / esize) return Algorithm::ring;
@@ -456,7 +463,7 @@ Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::s
 
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                     Algorithm algo, std::shared_ptr<RequestState>* out, bool caller_waits) {
-  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::hybrid))
+  if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::block_recursive_doubling))
     return Status(ErrorCode::invalid_argument,
                   "allreduce: algorithm " + std::to_string(static_cast<int>(algo)) + " is not a known algorithm");
   const Algorithm chosen = resolve(algo, send, count, dtype, op);

@@ -29,12 +29,17 @@ enum class CollKind : std::uint8_t {
 };
 
 // The hybrid allreduce's block-sparse half, prepared by the calling thread: the op slot it
-// reserved (its bitmap scanned), and this rank's count of non-zero blocks in each stripe.
+// reserved (its bitmap not yet filled), and this rank's estimated count of non-zero blocks in
+// each stripe.
 struct HybridArgs {
   engine::OpState* sparse_part = nullptr;
   bool handed_over = false;  // the collective thread gave sparse_part to the engine
   std::uint32_t stripe_blocks = 0;
   std::vector<std::uint32_t> stripe_counts;
+  // Below SPARCOLL_HYBRID_MIN_BYTES the tensor goes one way as a whole: block recursive doubling
+  // when its estimated bytes are at most rd_max_percent of the ring's, else the ring.
+  bool whole_tensor = false;
+  std::uint32_t rd_max_percent = 0;
 };
 
 // The sparse (index-value) input and output of allreduce_sparse. The calling thread checks the

@@ -251,6 +251,9 @@ Status Executor::allreduce(Algorithm algo, const void* send, void* recv, std::si
     case Algorithm::butterfly: return algo::butterfly_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::recursive_doubling:
       return algo::recursive_doubling_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::block_recursive_doubling:
+      return algo::block_recursive_doubling_allreduce(peers_, send, recv, count, dtype, op, options_.block_elems,
+                                                      scratch_);
     case Algorithm::direct:
       if (peers_.size() > 1 && !peers_.reads_peer_memory())
         return Status(ErrorCode::unsupported, peers_.what() +

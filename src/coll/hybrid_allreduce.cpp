@@ -68,6 +68,21 @@ Status Executor::hybrid_allreduce(CollOp& op) {
   }
   if (Status s = peers_.wait(); !s.ok()) return s;
   const std::uint64_t nblocks = part.geometry.nblocks();
+  if (h.whole_tensor) {
+    // Too small for stripes and lanes: the whole tensor by block recursive doubling or the ring.
+    release_unused_sparse_part(op);
+    const Algorithm algo = algo::prefer_block_recursive_doubling(stripe_table_.data(), n, stripes, nblocks,
+                                                                 h.rd_max_percent)
+                               ? Algorithm::block_recursive_doubling
+                               : Algorithm::ring;
+    peers_.set_tag_base(kRunTagStride);
+    const Status s = op.dtype == DataType::i32 && op.op == ReduceOp::avg
+                         ? exact_i32_avg(algo, op.send, op.recv, op.count)
+                         : allreduce(algo, op.send, op.recv, op.count, op.dtype, op.op);
+    peers_.set_tag_base(0);
+    hybrid_stats_.dense_elements += algo == Algorithm::ring ? op.count : 0;
+    return s;
+  }
   algo::plan_dense_stripes(stripe_table_.data(), n, stripes, nblocks, h.stripe_blocks,
                            static_cast<std::uint32_t>(options_.hybrid_dense_percent), &part.dense_stripes);
   std::uint32_t dense_count = 0;

@@ -23,9 +23,10 @@ namespace {
 
 // The allowed values of enumerated options, each listed once: parsing, validation and the
 // docs all read these. A new algorithm or transport is added here.
-constexpr std::array<std::string_view, 10> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
+constexpr std::array<std::string_view, 11> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
                                                          "ssar_recursive_doubling", "ssar_split_allgather",
-                                                         "dsar_split_allgather", "recursive_doubling", "direct", "hybrid"};
+                                                         "dsar_split_allgather", "recursive_doubling", "direct", "hybrid",
+                                                         "block_recursive_doubling"};
 constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
 constexpr std::array<std::string_view, 4> kPollModes = {"spin", "yield", "auto", "event"};
 constexpr std::array<std::string_view, 2> kMemifZeroCopy = {"auto", "off"};
@@ -392,7 +393,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
        {}, &parse_choice<&Options::transport, kTransports>},
-      {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (by size: recursive_doubling, ring, then hybrid; SPARCOLL_SMALL_TENSOR_BYTES, SPARCOLL_HYBRID_MIN_BYTES), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct or hybrid (docs/algorithms.md).", {},
+      {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (by size: block_recursive_doubling, ring, then hybrid; SPARCOLL_SMALL_TENSOR_BYTES, SPARCOLL_HYBRID_MIN_BYTES), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid or block_recursive_doubling (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
       {"SPARCOLL_HYBRID_DENSE_PERCENT", "hybrid_dense_percent", "auto",
        "hybrid allreduce: a stripe whose union block density (estimated from every rank's sampled density of "
@@ -402,16 +403,17 @@ const std::vector<ConfigVariable>& config_variables() {
        "of 60-75% at 2 and 4 ranks; over shm up to 35-40%). Must be equal on every process.",
        {}, &parse_percent_or_auto<&Options::hybrid_dense_percent>},
       {"SPARCOLL_SMALL_TENSOR_BYTES", "small_tensor_bytes", "65536",
-       "algo=auto: a tensor of at most this many bytes takes recursive doubling (one whole-tensor exchange "
-       "per round, log2(p) rounds: latency beats bandwidth there; above 2 ranks the limit halves per doubling "
-       "of the ranks and the ring takes the rest), a larger one the ring or the hybrid (SPARCOLL_HYBRID_MIN_BYTES). "
-       "Must be equal on every process.",
+       "algo=auto: a tensor of at most this many bytes takes block recursive doubling (log2(p) rounds, each an "
+       "exchange of the non-zero blocks seen so far: latency beats bandwidth there; above 2 ranks the limit halves "
+       "per doubling of the ranks and the ring takes the rest), a larger one the ring or the hybrid "
+       "(SPARCOLL_HYBRID_MIN_BYTES). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::small_tensor_bytes>},
       {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
-       "algo=auto over shm: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes takes the dense "
-       "ring, a larger one the hybrid (whose count exchange costs about 0.1 ms, more than block-sparse saves "
-       "there; docs/algorithms.md). Over other transports the hybrid starts above SPARCOLL_SMALL_TENSOR_BYTES. "
-       "Must be equal on every process.",
+       "the smallest tensor the hybrid splits into stripes: below it the hybrid sends the whole tensor by block "
+       "recursive doubling or by the ring, whichever the exchanged densities say moves fewer bytes. algo=auto over "
+       "shm: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes takes the ring without the "
+       "hybrid's density exchange; over other transports the hybrid starts above SPARCOLL_SMALL_TENSOR_BYTES "
+       "(docs/algorithms.md). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},

@@ -43,7 +43,8 @@ namespace {
 // Names as SPARCOLL_ALGO spells them; index = the enum's value.
 constexpr std::string_view kAlgorithmNames[] = {"default", "auto", "block_sparse", "ring", "butterfly",
                                                  "ssar_recursive_doubling", "ssar_split_allgather",
-                                                 "dsar_split_allgather", "recursive_doubling", "direct", "hybrid"};
+                                                 "dsar_split_allgather", "recursive_doubling", "direct", "hybrid",
+                                                 "block_recursive_doubling"};
 }  // namespace
 
 std::string_view algorithm_name(Algorithm a) noexcept {

@@ -73,5 +73,21 @@ TEST(HybridPlan, AStripeGoesDenseAtTheUnionDensityThreshold) {
   EXPECT_EQ(dense[0], 0u);      // above 100: none
 }
 
+TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRings) {
+  // One stripe of 100 blocks per rank. 2 ranks at 30%: it sends 0.3 of the tensor, the ring 1.0.
+  const std::uint32_t two[] = {30, 10};
+  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 100, 55));
+  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 100, 30));
+  EXPECT_FALSE(prefer_block_recursive_doubling(two, 2, 1, 100, 29));
+  // 4 ranks, the densest at 50%: 0.5 + 0.75 against the ring's 1.5 (83%).
+  const std::uint32_t four[] = {50, 0, 0, 0};
+  EXPECT_FALSE(prefer_block_recursive_doubling(four, 4, 1, 100, 55));
+  EXPECT_TRUE(prefer_block_recursive_doubling(four, 4, 1, 100, 84));
+  // Counted over every stripe: 2 stripes of 50 blocks, 10% of the tensor.
+  const std::uint32_t striped[] = {10, 0, 0, 0};
+  EXPECT_TRUE(prefer_block_recursive_doubling(striped, 2, 2, 100, 10));
+  EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 100, 9));
+}
+
 }  // namespace
 }  // namespace sparcoll::algo

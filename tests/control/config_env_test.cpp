@@ -142,7 +142,7 @@ TEST_F(ConfigEnv, EnumerationsAreChecked) {
   set("SPARCOLL_ALGO", "rings");
   EXPECT_EQ(from_env_error(),
             "SPARCOLL_ALGO='rings': expected one of block_sparse, auto, ring, butterfly, ssar_recursive_doubling, "
-            "ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid");
+            "ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid, block_recursive_doubling");
   set("SPARCOLL_ALGO", "block_sparse");
   set("SPARCOLL_ROLE", "master");
   EXPECT_EQ(from_env_error(), "SPARCOLL_ROLE='master': expected worker or aggregator");

@@ -143,7 +143,7 @@ TEST(ConfigValidate, Enumerations) {
   o.algo = "rings";
   EXPECT_EQ(problem(o),
             "algo='rings' (SPARCOLL_ALGO) must be one of block_sparse, auto, ring, butterfly, ssar_recursive_doubling, "
-            "ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid");
+            "ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid, block_recursive_doubling");
   o = valid_single_process();
   o.log_level = "loud";
   EXPECT_EQ(problem(o), "log_level='loud' (SPARCOLL_LOG_LEVEL) must be one of error, warn, info, debug");

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "algo/block_set.hpp"
 #include "control/store_wire.hpp"
 #include "coll/peer_wire.hpp"
 #include "dpdk_wire.hpp"
@@ -113,6 +114,30 @@ Bytes peer(coll::PeerKind kind, std::uint32_t seq, std::uint32_t tag, std::uint6
   append(&out, h);
   append(&out, payload);
   return out;
+}
+
+// --- block sets (block recursive doubling) ---------------------------------------------------
+// 20 f32 elements in blocks of 8 (the last one 4 long): blocks `present` of {0, 1, 2}.
+Bytes block_set(const std::vector<int>& present) {
+  std::uint64_t bits = 0;
+  std::size_t elems = 0;
+  for (int b : present) {
+    bits |= std::uint64_t{1} << b;
+    elems += b == 2 ? 4 : 8;
+  }
+  const algo::BlockSetHeader h{algo::kBlockSetMagic, algo::kBlockSetVersion, static_cast<std::uint8_t>(DataType::f32),
+                               0, 8, static_cast<std::uint32_t>(present.size()), 20};
+  Bytes out;
+  append(&out, h);
+  append(&out, bits);
+  for (std::size_t i = 0; i < elems; ++i) append(&out, static_cast<float>(i) - 3.5f);
+  return out;
+}
+
+void block_set_seeds() {
+  write("block_set", "empty", block_set({}));
+  write("block_set", "first-and-short-last", block_set({0, 2}));
+  write("block_set", "every-block", block_set({0, 1, 2}));
 }
 
 void peer_seeds() {
@@ -323,6 +348,7 @@ int main(int argc, char** argv) {
   g_root = argv[2];
   proto_seeds();
   peer_seeds();
+  block_set_seeds();
   store_seeds();
   tcp_seeds();
   dpdk_seeds();

@@ -96,9 +96,11 @@ TEST_F(AllreduceDpdk, DropEveryThirdFrameWithDedicatedAggregators) {
 // user memory again. sparcoll-check deregisters and frees each send buffer right after wait()
 // (the 400 KB ones are unmapped): a frame still reading one would crash or corrupt the results.
 TEST_F(AllreduceDpdk, ZeroCopyFromRegisteredBuffersWithDrops) {
+  // Named block_sparse: zero-copy is for the block-sparse engine's sends (auto sends these sizes
+  // by block recursive doubling or the ring, whose messages are built, not the user's bytes).
   const std::vector<std::string> args = {"--register", "--sizes", "257,100003", "--dtypes", "f32,bf16", "--ops",
                                          "sum",        "--densities", "0.01,1", "--patterns", "random,disjoint",
-                                         "--traffic"};
+                                         "--traffic",  "--algo", "block_sparse"};
   const auto r = run(3, 0, args, {"SPARCOLL_LOG_LEVEL=info", "SPARCOLL_DPDK_DROP_EVERY=7"});
   EXPECT_NE(r.err.find("zero-copy sends from registered user memory"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("zero-copy is off"), std::string::npos) << r.err;
@@ -232,7 +234,7 @@ TEST_F(AllreduceDpdkNetns, OnePercentLossStillExact) {
 TEST_F(AllreduceDpdkNetns, ZeroCopyAfPacketWithLoss) {
   cluster(2, "1");
   const auto r = run(2, 0, {"--register", "--sizes", "257,100003", "--dtypes", "f32,i32", "--ops", "sum", "--densities",
-                            "0.01,1", "--patterns", "random", "--traffic"},
+                            "0.01,1", "--patterns", "random", "--traffic", "--algo", "block_sparse"},
                      {"SPARCOLL_LOG_LEVEL=info"});
   EXPECT_NE((r.out + r.err).find("zero-copy sends from registered user memory"), std::string::npos) << r.out << r.err;
   EXPECT_EQ((r.out + r.err).find("zero-copy is off"), std::string::npos) << r.out << r.err;

@@ -83,17 +83,42 @@ TEST(AllreduceInCallingThread, SmallOnesBetweenQueuedLargeOnes) {
                              "--inflight", "4", "--repeat", "2"}));
 }
 
+// Block recursive doubling: every message a block set (bitmap + the non-zero blocks seen so far),
+// merged in a fixed tree. Sizes with short tails, densities from none to all, one dense rank
+// among sparse ones, -0.0 in odd ranks' zeros (every rank must still end with the same bytes),
+// min and max (zero is not their neutral element), 3 ranks and 5 fold a rank out.
+class BlockRecursiveDoublingMatrix : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(BlockRecursiveDoublingMatrix, EveryDtypeOpSizeDensityAndPattern) {
+  const auto& [ranks, transport] = GetParam();
+  std::vector<std::string> args = {"--algo",     "block_recursive_doubling", "--sizes", "0,1,255,257,1283,100003",
+                                   "--densities", "0,0.1,0.5,1", "--patterns", "random,one_dense", "--inflight", "3",
+                                   "--negative-zeros"};
+  if (ranks >= 8) args = {"--algo",     "block_recursive_doubling", "--sizes", "0,1,1283,100003", "--densities",
+                          "0.1,1",      "--patterns", "random", "--inflight", "3"};
+  expect_passed(run_check(ranks, transport, 0, args));
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockRecursiveDoubling, BlockRecursiveDoublingMatrix,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values("shm", "tcp")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param);
+                         });
+
 // The hybrid allreduce: stripes of one tensor split between block-sparse and the dense path.
 // SPARCOLL_HYBRID_DENSE_PERCENT 0 sends every stripe dense, 101 none, 40 (the default) splits
 // dense_half tensors (dense first half, sparse second half) and follows the density elsewhere.
 // Sizes above 512 blocks make several stripes; min and max check the stripes' zeros.
+// SPARCOLL_HYBRID_MIN_BYTES=0: these sizes are split into stripes (below 2 MiB the hybrid would
+// send them whole; HybridAllreduce.SmallTensorsGoWhole below).
 class HybridAllreduceMatrix : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
 
 TEST_P(HybridAllreduceMatrix, EveryDtypeOpSizeDensityAndPattern) {
   const auto& [ranks, transport, percent] = GetParam();
   std::vector<std::string> args = {"--algo", "hybrid", "--sizes", "0,1,1283,400003", "--densities", "0,0.5,1",
                                    "--patterns", "random,dense_half", "--inflight", "3"};
-  expect_passed(run_check(ranks, transport, 0, args, {"SPARCOLL_HYBRID_DENSE_PERCENT=" + percent}));
+  expect_passed(run_check(ranks, transport, 0, args,
+                          {"SPARCOLL_HYBRID_DENSE_PERCENT=" + percent, "SPARCOLL_HYBRID_MIN_BYTES=0"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrid, HybridAllreduceMatrix,
@@ -110,7 +135,19 @@ TEST(HybridAllreduce, FourAndFiveRanksSplitTheStripes) {
     for (const char* transport : {"shm", "tcp"})
       expect_passed(run_check(ranks, transport, 0,
                               {"--algo", "hybrid", "--sizes", "1,400003", "--densities", "0.01,1", "--patterns",
-                               "dense_half", "--ops", "sum,min", "--inflight", "3"}));
+                               "dense_half", "--ops", "sum,min", "--inflight", "3"},
+                              {"SPARCOLL_HYBRID_MIN_BYTES=0"}));
+}
+
+// Below SPARCOLL_HYBRID_MIN_BYTES (2 MiB) the hybrid sends the whole tensor one way, chosen from
+// the exchanged densities: block recursive doubling for the sparse ones, the ring for the dense
+// ones, on every rank the same. Both sides of the choice, over both transports.
+TEST(HybridAllreduce, SmallTensorsGoWholeByBlockRecursiveDoublingOrTheRing) {
+  for (const int ranks : {2, 3, 4})
+    for (const char* transport : {"shm", "tcp"})
+      expect_passed(run_check(ranks, transport, 0,
+                              {"--algo", "hybrid", "--sizes", "1,1283,100003", "--densities", "0,0.05,0.5,1",
+                               "--patterns", "random,one_dense", "--inflight", "3", "--negative-zeros"}));
 }
 
 // The hybrid decides from sampled densities and scans only the stripes it leaves block-sparse:
@@ -121,7 +158,8 @@ TEST(HybridAllreduce, DenseStripesUnscannedBesideScannedOnesWithNegativeZeros) {
   for (const char* transport : {"shm", "tcp"})
     expect_passed(run_check(3, transport, 0,
                             {"--algo", "hybrid", "--sizes", "400003,1000001", "--dtypes", "f32,bf16", "--ops", "sum,max",
-                             "--densities", "0.3,1", "--patterns", "dense_half,random", "--negative-zeros"}));
+                             "--densities", "0.3,1", "--patterns", "dense_half,random", "--negative-zeros"},
+                            {"SPARCOLL_HYBRID_MIN_BYTES=0"}));
 }
 
 // With dedicated aggregators the block-sparse half runs through them and the dense half
@@ -129,7 +167,8 @@ TEST(HybridAllreduce, DenseStripesUnscannedBesideScannedOnesWithNegativeZeros) {
 TEST(HybridAllreduce, WithDedicatedAggregators) {
   expect_passed(run_check(3, "shm", 2,
                           {"--algo", "hybrid", "--sizes", "1,400003", "--densities", "0.01,1", "--patterns",
-                           "dense_half,random"}));
+                           "dense_half,random"},
+                          {"SPARCOLL_HYBRID_MIN_BYTES=0"}));
 }
 
 // The direct algorithm reads peers' memory in place: shm only. A size above one piece (32768

@@ -1,0 +1,146 @@
+#include "algo/block_set.hpp"
+
+#include <bit>
+#include <cstring>
+
+#include "block/reduce.hpp"
+
+namespace sparcoll::algo {
+namespace {
+
+bool test(const std::uint64_t* bits, std::size_t b) noexcept { return (bits[b / 64] >> (b % 64)) & 1; }
+
+// The first set bit at or after `from` (or nblocks).
+std::size_t next_set(const std::uint64_t* bits, std::size_t from, std::size_t nblocks) noexcept {
+  std::size_t w = from / 64;
+  if (w >= (nblocks + 63) / 64) return nblocks;
+  std::uint64_t word = bits[w] & (~std::uint64_t{0} << (from % 64));
+  while (word == 0) {
+    if (++w >= (nblocks + 63) / 64) return nblocks;
+    word = bits[w];
+  }
+  const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(word));
+  return b < nblocks ? b : nblocks;
+}
+
+// The first clear bit at or after `from` (or nblocks).
+std::size_t next_clear(const std::uint64_t* bits, std::size_t from, std::size_t nblocks) noexcept {
+  std::size_t w = from / 64;
+  if (w >= (nblocks + 63) / 64) return nblocks;
+  std::uint64_t word = ~bits[w] & (~std::uint64_t{0} << (from % 64));
+  while (word == 0) {
+    if (++w >= (nblocks + 63) / 64) return nblocks;
+    word = ~bits[w];
+  }
+  const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(word));
+  return b < nblocks ? b : nblocks;
+}
+
+// Elements of blocks [first, end).
+std::size_t elems_of_run(const BlockGeometry& g, std::size_t first, std::size_t end) noexcept {
+  const std::size_t stop = end * g.block_elems;
+  return (stop < g.count ? stop : g.count) - first * g.block_elems;
+}
+
+// Accumulator bytes of the present blocks of a set whose bitmap is `bits`.
+std::size_t value_bytes(const BlockGeometry& g, std::size_t present, const std::uint64_t* bits) noexcept {
+  return block_set_value_bytes(g, present, g.blocks() > 0 && test(bits, g.blocks() - 1));
+}
+
+std::byte* start_set(const BlockGeometry& g, std::size_t present, const std::uint64_t* bits, std::vector<std::byte>* out) {
+  out->resize(sizeof(BlockSetHeader) + g.words() * 8 + value_bytes(g, present, bits));
+  const BlockSetHeader h{kBlockSetMagic, kBlockSetVersion, static_cast<std::uint8_t>(g.acc_type), 0, g.block_elems,
+                         static_cast<std::uint32_t>(present), g.count};
+  std::memcpy(out->data(), &h, sizeof h);
+  return out->data() + sizeof h;
+}
+
+std::size_t popcount(const std::uint64_t* bits, std::size_t words) noexcept {
+  std::size_t n = 0;
+  for (std::size_t w = 0; w < words; ++w) n += static_cast<std::size_t>(std::popcount(bits[w]));
+  return n;
+}
+
+}  // namespace
+
+void pack_block_set(const void* data, DataType dtype, const std::uint64_t* bits, const BlockGeometry& g,
+                    std::vector<std::byte>* out) {
+  const std::size_t nblocks = g.blocks(), words = g.words(), esize = dtype_size(dtype);
+  std::byte* at = start_set(g, popcount(bits, words), bits, out);
+  if (words > 0) std::memcpy(at, bits, words * 8);
+  at += words * 8;
+  const auto* src = static_cast<const std::byte*>(data);
+  // One widening call per run of present blocks: they are contiguous in the tensor and in the set.
+  for (std::size_t b = next_set(bits, 0, nblocks); b < nblocks;) {
+    const std::size_t e = next_clear(bits, b, nblocks);
+    const std::size_t n = elems_of_run(g, b, e);
+    block::acc_load(dtype, src + b * g.block_elems * esize, at, n);
+    at += n * 4;
+    b = next_set(bits, e, nblocks);
+  }
+}
+
+void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, ReduceOp op,
+                      std::vector<std::byte>* out) {
+  const std::size_t nblocks = g.blocks(), words = g.words();
+  // The union's bitmap first (its popcount sizes the message), then the values run by run.
+  std::size_t present = 0;
+  for (std::size_t w = 0; w < words; ++w) present += static_cast<std::size_t>(std::popcount(a.bits[w] | b.bits[w]));
+  const bool last_present = nblocks > 0 && (test(a.bits, nblocks - 1) || test(b.bits, nblocks - 1));
+  out->resize(sizeof(BlockSetHeader) + words * 8 + block_set_value_bytes(g, present, last_present));
+  const BlockSetHeader h{kBlockSetMagic, kBlockSetVersion, static_cast<std::uint8_t>(g.acc_type), 0, g.block_elems,
+                         static_cast<std::uint32_t>(present), g.count};
+  std::memcpy(out->data(), &h, sizeof h);
+  for (std::size_t w = 0; w < words; ++w) {
+    const std::uint64_t u = a.bits[w] | b.bits[w];
+    std::memcpy(out->data() + sizeof h + w * 8, &u, 8);
+  }
+  std::byte* dst = out->data() + sizeof h + words * 8;
+  const std::byte* pa = a.values;
+  const std::byte* pb = b.values;
+  // Runs of blocks of one kind (in both, in a only, in b only): their values are contiguous in a,
+  // b and the union alike, so each run is one kernel call.
+  std::size_t blk = 0;
+  while (blk < nblocks) {
+    const bool in_a = test(a.bits, blk), in_b = test(b.bits, blk);
+    if (!in_a && !in_b) {
+      ++blk;
+      continue;
+    }
+    std::size_t end = blk + 1;
+    while (end < nblocks && test(a.bits, end) == in_a && test(b.bits, end) == in_b) ++end;
+    const std::size_t n = elems_of_run(g, blk, end);
+    if (in_a && in_b) {
+      std::memcpy(dst, pa, n * 4);
+      block::acc_reduce(g.acc_type, op, pb, dst, n);  // dst = op(a, b)
+      pa += n * 4;
+      pb += n * 4;
+    } else {
+      const std::byte*& src = in_a ? pa : pb;
+      std::memcpy(dst, src, n * 4);
+      block::acc_reduce_zero(g.acc_type, op, dst, n);  // op(x, 0); nothing for sum and avg
+      src += n * 4;
+    }
+    dst += n * 4;
+    blk = end;
+  }
+}
+
+void unpack_block_set(const BlockSetView& set, const BlockGeometry& g, DataType dtype, ReduceOp op,
+                      std::uint32_t nranks, void* recv) {
+  const std::size_t nblocks = g.blocks(), esize = dtype_size(dtype);
+  auto* out = static_cast<std::byte*>(recv);
+  const std::byte* values = set.values;
+  for (std::size_t b = 0; b < nblocks;) {
+    const std::size_t s = next_set(set.bits, b, nblocks);
+    if (s > b) std::memset(out + b * g.block_elems * esize, 0, elems_of_run(g, b, s) * esize);
+    if (s == nblocks) break;
+    const std::size_t e = next_clear(set.bits, s, nblocks);
+    const std::size_t n = elems_of_run(g, s, e);
+    block::acc_store(dtype, op, values, n, nranks, out + s * g.block_elems * esize);
+    values += n * 4;
+    b = e;
+  }
+}
+
+}  // namespace sparcoll::algo

@@ -1,0 +1,87 @@
+// A block set: the non-zero blocks of a tensor as one message, a bitmap of which blocks are
+// present followed by their accumulators (fp32 for f32/f16/bf16, i32 for i32; block/reduce.hpp)
+// packed in block order. Block recursive doubling (block_recursive_doubling.cpp) exchanges and
+// merges them; a block absent from a set is zero on every rank that contributed to it.
+//
+// Layout (little-endian, like every sparcoll wire format):
+//   BlockSetHeader (24 bytes) | bitmap: words(count) u64 | accumulators of the present blocks
+// where block b holds min(block_elems, count - b * block_elems) elements. parse_block_set is
+// the only reader of these bytes from a peer and checks every field against what this rank
+// expects before anything is read through them (tests/fuzz/fuzz_block_set.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparcoll/types.hpp"
+
+namespace sparcoll::algo {
+
+inline constexpr std::uint32_t kBlockSetMagic = 0x53424353;  // "SCBS"
+inline constexpr std::uint16_t kBlockSetVersion = 1;
+
+struct BlockSetHeader {
+  std::uint32_t magic;
+  std::uint16_t version;
+  std::uint8_t acc_type;     // DataType of the accumulators: f32 or i32
+  std::uint8_t reserved;     // 0
+  std::uint32_t block_elems;
+  std::uint32_t present;     // blocks in the set (set bits of the bitmap)
+  std::uint64_t count;       // elements of the tensor
+};
+static_assert(sizeof(BlockSetHeader) == 24, "block set header is part of the wire format");
+
+// The tensor a block set describes; every rank of a collective must have the same.
+struct BlockGeometry {
+  std::size_t count = 0;
+  std::uint32_t block_elems = 0;
+  DataType acc_type = DataType::f32;
+
+  std::size_t blocks() const noexcept { return (count + block_elems - 1) / block_elems; }
+  std::size_t words() const noexcept { return (blocks() + 63) / 64; }
+  std::size_t elems_of(std::size_t block) const noexcept {
+    const std::size_t begin = block * block_elems;
+    return count - begin < block_elems ? count - begin : block_elems;
+  }
+  // The largest block set of this tensor: every block present.
+  std::size_t max_bytes() const noexcept { return sizeof(BlockSetHeader) + words() * 8 + count * 4; }
+};
+
+// Accumulator bytes of `present` blocks, the tensor's last (short) block among them or not.
+std::size_t block_set_value_bytes(const BlockGeometry& g, std::size_t present, bool last_present) noexcept;
+
+// A parsed block set; points into the message it was parsed from.
+struct BlockSetView {
+  const std::uint64_t* bits = nullptr;
+  const std::byte* values = nullptr;  // the present blocks' accumulators, packed
+  std::size_t present = 0;
+};
+
+// *out = the block set of `data` (g.count elements of dtype): the blocks set in `bits` (from
+// block::scan_nonzero_blocks), widened into accumulators.
+void pack_block_set(const void* data, DataType dtype, const std::uint64_t* bits, const BlockGeometry& g,
+                    std::vector<std::byte>* out);
+
+// Checks `bytes` as a block set of tensor g. Returns "" and fills *view, or says what is wrong;
+// *mismatch is set when the set is well formed but describes another tensor (another count, block
+// size or accumulator type: the ranks' arguments differ), not a corrupt message.
+std::string parse_block_set(const std::byte* bytes, std::size_t size, const BlockGeometry& g, BlockSetView* view,
+                            bool* mismatch);
+
+// The view of a block set this rank built (pack_block_set, merge_block_sets): nothing checked.
+BlockSetView view_block_set(const std::vector<std::byte>& set, const BlockGeometry& g);
+
+// *out = the union of a and b, each block present in both combined as op(a, b), one present in
+// one only as op(x, 0) (matters for min and max). Both partners of a recursive-doubling step
+// call it with the same operands in the same order, so they get the same bytes.
+void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, ReduceOp op,
+                      std::vector<std::byte>* out);
+
+// recv (g.count elements of dtype) = the set's blocks narrowed (avg: divided by nranks), zero
+// (+0) where a block is absent.
+void unpack_block_set(const BlockSetView& set, const BlockGeometry& g, DataType dtype, ReduceOp op,
+                      std::uint32_t nranks, void* recv);
+
+}  // namespace sparcoll::algo

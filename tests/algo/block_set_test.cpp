@@ -1,0 +1,126 @@
+// Block sets (src/algo/block_set.hpp): packed, parsed, merged and unpacked against plain loops,
+// and every malformed message refused with what is wrong.
+#include "algo/block_set.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "block/bitmap.hpp"
+
+namespace sparcoll::algo {
+namespace {
+
+constexpr std::uint32_t kBlock = 8;
+
+// count floats whose block b is non-zero when pick(b); values small integers (exact sums).
+template <typename F>
+std::vector<float> tensor(std::size_t count, std::uint64_t seed, F pick) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> t(count, 0.0f);
+  for (std::size_t i = 0; i < count; ++i)
+    if (pick(i / kBlock)) t[i] = static_cast<float>(static_cast<int>(rng() % 15) - 7);
+  return t;
+}
+
+std::vector<std::byte> pack(const std::vector<float>& t, const BlockGeometry& g) {
+  std::vector<std::uint64_t> bits(g.words() + 1, 0);
+  block::scan_nonzero_blocks(t.data(), t.size(), DataType::f32, kBlock, bits.data());
+  std::vector<std::byte> set;
+  pack_block_set(t.data(), DataType::f32, bits.data(), g, &set);
+  return set;
+}
+
+BlockSetView parse_ok(const std::vector<std::byte>& set, const BlockGeometry& g) {
+  BlockSetView view;
+  bool mismatch = true;
+  EXPECT_EQ(parse_block_set(set.data(), set.size(), g, &view, &mismatch), "");
+  EXPECT_FALSE(mismatch);
+  return view;
+}
+
+std::string parse_error(const std::vector<std::byte>& set, const BlockGeometry& g, bool* mismatch) {
+  BlockSetView view;
+  return parse_block_set(set.data(), set.size(), g, &view, mismatch);
+}
+
+TEST(BlockSet, PackedAndUnpackedGivesTheTensorBackWithZeroBlocksAsPlusZero) {
+  for (const std::size_t count : {0u, 1u, 7u, 8u, 9u, 517u, 1283u}) {
+    const BlockGeometry g{count, kBlock, DataType::f32};
+    auto t = tensor(count, count, [](std::size_t b) { return b % 3 != 1; });
+    if (count > 9) t[kBlock + 1] = -0.0f;  // block 1 stays "zero": only a -0.0 in it
+    const auto set = pack(t, g);
+    const BlockSetView view = parse_ok(set, g);
+    std::vector<float> out(count, 42.0f);
+    unpack_block_set(view, g, DataType::f32, ReduceOp::sum, 1, out.data());
+    for (std::size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[i], t[i]) << "count " << count << " element " << i;
+      ASSERT_FALSE(std::signbit(out[i]) && out[i] == 0.0f) << "a zero block comes out +0, element " << i;
+    }
+  }
+}
+
+TEST(BlockSet, MergeCombinesSharedBlocksAndKeepsTheOthersAsOpWithZero) {
+  const std::size_t count = 8 * 70 + 3;  // 71 blocks, the last one short
+  const BlockGeometry g{count, kBlock, DataType::f32};
+  const auto a = tensor(count, 1, [](std::size_t b) { return b % 2 == 0 || b == 70; });
+  const auto b = tensor(count, 2, [](std::size_t b) { return b % 3 == 0; });
+  const auto sa = pack(a, g), sb = pack(b, g);
+  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
+    std::vector<std::byte> merged;
+    merge_block_sets(parse_ok(sa, g), parse_ok(sb, g), g, op, &merged);
+    const BlockSetView view = parse_ok(merged, g);
+    std::vector<float> out(count);
+    unpack_block_set(view, g, DataType::f32, op, 2, out.data());
+    for (std::size_t i = 0; i < count; ++i) {
+      const float want = op == ReduceOp::sum ? a[i] + b[i] : op == ReduceOp::min ? std::min(a[i], b[i]) : std::max(a[i], b[i]);
+      ASSERT_EQ(out[i], want) << "op " << static_cast<int>(op) << " element " << i;
+    }
+  }
+}
+
+TEST(BlockSet, AMalformedMessageIsRefusedWithWhatIsWrong) {
+  const std::size_t count = 8 * 100 + 5;  // 101 blocks: two bitmap words, the second partly used
+  const BlockGeometry g{count, kBlock, DataType::f32};
+  const auto good = pack(tensor(count, 3, [](std::size_t b) { return b % 4 == 0 || b == 100; }), g);
+  bool mismatch = false;
+
+  auto bad = good;
+  bad.resize(10);
+  EXPECT_NE(parse_error(bad, g, &mismatch).find("fewer than a block set's header"), std::string::npos);
+
+  bad = good;
+  bad[0] = std::byte{0};
+  EXPECT_NE(parse_error(bad, g, &mismatch).find("not a block set"), std::string::npos);
+
+  bad = good;
+  bad.resize(sizeof(BlockSetHeader) + 12);
+  EXPECT_NE(parse_error(bad, g, &mismatch).find("bitmap is cut short"), std::string::npos);
+
+  bad = good;  // a bit beyond block 100
+  bad[sizeof(BlockSetHeader) + 8 + 6] |= std::byte{0x40};
+  EXPECT_NE(parse_error(bad, g, &mismatch).find("beyond the tensor's end"), std::string::npos);
+
+  bad = good;  // one more block in the bitmap than the header counts
+  bad[sizeof(BlockSetHeader)] |= std::byte{0x02};
+  EXPECT_NE(parse_error(bad, g, &mismatch).find("header counts"), std::string::npos);
+
+  bad = good;
+  bad.pop_back();
+  EXPECT_NE(parse_error(bad, g, &mismatch).find("blocks take"), std::string::npos);
+  EXPECT_FALSE(mismatch);
+
+  // Well formed, but another tensor: a mismatch between the ranks, not a corrupt message.
+  const BlockGeometry other{count + 1, kBlock, DataType::f32};
+  EXPECT_NE(parse_error(good, other, &mismatch).find("this rank has 806"), std::string::npos);
+  EXPECT_TRUE(mismatch);
+  const BlockGeometry ints{count, kBlock, DataType::i32};
+  EXPECT_NE(parse_error(good, ints, &mismatch).find("f32 accumulators"), std::string::npos);
+  EXPECT_TRUE(mismatch);
+}
+
+}  // namespace
+}  // namespace sparcoll::algo
