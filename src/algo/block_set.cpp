@@ -10,27 +10,16 @@ namespace {
 
 bool test(const std::uint64_t* bits, std::size_t b) noexcept { return (bits[b / 64] >> (b % 64)) & 1; }
 
-// The first set bit at or after `from` (or nblocks).
-std::size_t next_set(const std::uint64_t* bits, std::size_t from, std::size_t nblocks) noexcept {
+// The first block at or after `from` whose bit is `set` (or nblocks).
+std::size_t next_block(const std::uint64_t* bits, std::size_t from, std::size_t nblocks, bool set) noexcept {
+  const std::size_t words = (nblocks + 63) / 64;
+  const std::uint64_t flip = set ? 0 : ~std::uint64_t{0};
   std::size_t w = from / 64;
-  if (w >= (nblocks + 63) / 64) return nblocks;
-  std::uint64_t word = bits[w] & (~std::uint64_t{0} << (from % 64));
+  if (w >= words) return nblocks;
+  std::uint64_t word = (bits[w] ^ flip) & (~std::uint64_t{0} << (from % 64));
   while (word == 0) {
-    if (++w >= (nblocks + 63) / 64) return nblocks;
-    word = bits[w];
-  }
-  const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(word));
-  return b < nblocks ? b : nblocks;
-}
-
-// The first clear bit at or after `from` (or nblocks).
-std::size_t next_clear(const std::uint64_t* bits, std::size_t from, std::size_t nblocks) noexcept {
-  std::size_t w = from / 64;
-  if (w >= (nblocks + 63) / 64) return nblocks;
-  std::uint64_t word = ~bits[w] & (~std::uint64_t{0} << (from % 64));
-  while (word == 0) {
-    if (++w >= (nblocks + 63) / 64) return nblocks;
-    word = ~bits[w];
+    if (++w >= words) return nblocks;
+    word = bits[w] ^ flip;
   }
   const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(word));
   return b < nblocks ? b : nblocks;
@@ -42,13 +31,9 @@ std::size_t elems_of_run(const BlockGeometry& g, std::size_t first, std::size_t 
   return (stop < g.count ? stop : g.count) - first * g.block_elems;
 }
 
-// Accumulator bytes of the present blocks of a set whose bitmap is `bits`.
-std::size_t value_bytes(const BlockGeometry& g, std::size_t present, const std::uint64_t* bits) noexcept {
-  return block_set_value_bytes(g, present, g.blocks() > 0 && test(bits, g.blocks() - 1));
-}
-
-std::byte* start_set(const BlockGeometry& g, std::size_t present, const std::uint64_t* bits, std::vector<std::byte>* out) {
-  out->resize(sizeof(BlockSetHeader) + g.words() * 8 + value_bytes(g, present, bits));
+// Sizes *out for a set of `present` blocks and writes its header; returns where the bitmap goes.
+std::byte* start_set(const BlockGeometry& g, std::size_t present, bool last_present, std::vector<std::byte>* out) {
+  out->resize(sizeof(BlockSetHeader) + g.words() * 8 + block_set_value_bytes(g, present, last_present));
   const BlockSetHeader h{kBlockSetMagic, kBlockSetVersion, static_cast<std::uint8_t>(g.acc_type), 0, g.block_elems,
                          static_cast<std::uint32_t>(present), g.count};
   std::memcpy(out->data(), &h, sizeof h);
@@ -66,17 +51,17 @@ std::size_t popcount(const std::uint64_t* bits, std::size_t words) noexcept {
 void pack_block_set(const void* data, DataType dtype, const std::uint64_t* bits, const BlockGeometry& g,
                     std::vector<std::byte>* out) {
   const std::size_t nblocks = g.blocks(), words = g.words(), esize = dtype_size(dtype);
-  std::byte* at = start_set(g, popcount(bits, words), bits, out);
+  std::byte* at = start_set(g, popcount(bits, words), nblocks > 0 && test(bits, nblocks - 1), out);
   if (words > 0) std::memcpy(at, bits, words * 8);
   at += words * 8;
   const auto* src = static_cast<const std::byte*>(data);
   // One widening call per run of present blocks: they are contiguous in the tensor and in the set.
-  for (std::size_t b = next_set(bits, 0, nblocks); b < nblocks;) {
-    const std::size_t e = next_clear(bits, b, nblocks);
+  for (std::size_t b = next_block(bits, 0, nblocks, true); b < nblocks;) {
+    const std::size_t e = next_block(bits, b, nblocks, false);
     const std::size_t n = elems_of_run(g, b, e);
     block::acc_load(dtype, src + b * g.block_elems * esize, at, n);
     at += n * 4;
-    b = next_set(bits, e, nblocks);
+    b = next_block(bits, e, nblocks, true);
   }
 }
 
@@ -87,15 +72,12 @@ void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockG
   std::size_t present = 0;
   for (std::size_t w = 0; w < words; ++w) present += static_cast<std::size_t>(std::popcount(a.bits[w] | b.bits[w]));
   const bool last_present = nblocks > 0 && (test(a.bits, nblocks - 1) || test(b.bits, nblocks - 1));
-  out->resize(sizeof(BlockSetHeader) + words * 8 + block_set_value_bytes(g, present, last_present));
-  const BlockSetHeader h{kBlockSetMagic, kBlockSetVersion, static_cast<std::uint8_t>(g.acc_type), 0, g.block_elems,
-                         static_cast<std::uint32_t>(present), g.count};
-  std::memcpy(out->data(), &h, sizeof h);
+  std::byte* at = start_set(g, present, last_present, out);
   for (std::size_t w = 0; w < words; ++w) {
     const std::uint64_t u = a.bits[w] | b.bits[w];
-    std::memcpy(out->data() + sizeof h + w * 8, &u, 8);
+    std::memcpy(at + w * 8, &u, 8);
   }
-  std::byte* dst = out->data() + sizeof h + words * 8;
+  std::byte* dst = at + words * 8;
   const std::byte* pa = a.values;
   const std::byte* pb = b.values;
   // Runs of blocks of one kind (in both, in a only, in b only): their values are contiguous in a,
@@ -132,10 +114,10 @@ void unpack_block_set(const BlockSetView& set, const BlockGeometry& g, DataType 
   auto* out = static_cast<std::byte*>(recv);
   const std::byte* values = set.values;
   for (std::size_t b = 0; b < nblocks;) {
-    const std::size_t s = next_set(set.bits, b, nblocks);
+    const std::size_t s = next_block(set.bits, b, nblocks, true);
     if (s > b) std::memset(out + b * g.block_elems * esize, 0, elems_of_run(g, b, s) * esize);
     if (s == nblocks) break;
-    const std::size_t e = next_clear(set.bits, s, nblocks);
+    const std::size_t e = next_block(set.bits, s, nblocks, false);
     const std::size_t n = elems_of_run(g, s, e);
     block::acc_store(dtype, op, values, n, nranks, out + s * g.block_elems * esize);
     values += n * 4;
