@@ -45,6 +45,10 @@ bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t 
   return static_cast<std::uint32_t>(rd / ring * 100.0 + 1e-9) <= max_percent;
 }
 
+Algorithm dense_algorithm_below_stripes(std::uint32_t ranks) {
+  return ranks > 2 && (ranks & (ranks - 1)) == 0 ? Algorithm::butterfly : Algorithm::ring;
+}
+
 std::uint32_t stripe_blocks_for(std::uint64_t nblocks) {
   constexpr std::uint64_t kMinBlocks = 512, kMaxStripes = 64;
   std::uint64_t per = (nblocks + kMaxStripes - 1) / kMaxStripes;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sparcoll/communicator.hpp"
 #include "sparcoll/types.hpp"
 
 namespace sparcoll::algo {
@@ -39,6 +40,13 @@ void plan_dense_stripes(const std::uint32_t* counts, std::uint32_t ranks, std::u
 // the ring's 2(p-1)/p. Same table, same answer on every rank.
 bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes,
                                      std::uint64_t nblocks, std::uint32_t max_percent);
+
+// The dense algorithm for a tensor below SPARCOLL_HYBRID_MIN_BYTES: the butterfly (recursive
+// halving, then doubling: 2 log2(p) steps) when the ranks are a power of two above 2, else the
+// ring (2(p-1) steps; at 2 ranks the two are the same exchanges). Both move 2(p-1)/p of the
+// tensor; below a few MiB the steps decide: at 4 ranks the butterfly took 35 against the ring's
+// 54 us at 64 KiB over shm, 108 against 233 over tcp, and 0.93 against 1.55 ms at 1 MiB over tcp.
+Algorithm dense_algorithm_below_stripes(std::uint32_t ranks);
 
 // Blocks per stripe for a tensor of nblocks: a multiple of 64 (whole bitmap words), at least 512
 // blocks, at most 64 stripes.

@@ -291,7 +291,7 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   c.hybrid.whole_tensor = count < options_.hybrid_min_bytes / dtype_size(state.geometry.dtype);
   // Over shm a byte saved is worth less against block recursive doubling's extra passes over the
   // tensor than over a wire (docs/algorithms.md, "hybrid").
-  c.hybrid.rd_max_percent = transport() == "shm" ? 20 : 55;
+  c.hybrid.rd_max_percent = transport() == "shm" ? 20 : 45;
   if (nblocks > 0)
     algo::sample_stripe_counts(send, count, dtype, options_.block_elems, c.hybrid.stripe_blocks,
                                c.hybrid.stripe_counts.data());
@@ -407,13 +407,15 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   //     slower; at 50% density up to 2x faster). Its bytes grow with log2(p) while the ring's
   //     stay under 2x the tensor, so the limit halves with each doubling of the ranks above 2
   //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB) and the
-  //     ring takes the rest of the small range;
-  //   - over shm, a medium tensor (below SPARCOLL_HYBRID_MIN_BYTES): the ring, which beats Open
-  //     MPI's vader there, with no density exchange (on shm block recursive doubling beats it
-  //     only below ~10% density at 2 ranks). Over the other transports the hybrid, whose
-  //     exchange decides: below SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block recursive
-  //     doubling or the ring (over tcp at 1 MiB: 52-239 us against the ring's 383-398 at
-  //     1-30% density, 2 ranks), from there per stripe, block-sparse or the ring;
+  //     dense algorithm below stripes (the butterfly at 4 and 8 ranks, else the ring:
+  //     algo::dense_algorithm_below_stripes) takes the rest of the small range;
+  //   - over shm, a medium tensor (below SPARCOLL_HYBRID_MIN_BYTES): that dense algorithm, which
+  //     beats Open MPI's vader there, with no density exchange (on shm block recursive doubling
+  //     beats it only below ~10% density at 2 ranks). Over the other transports the hybrid,
+  //     whose exchange decides: below SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block
+  //     recursive doubling or that dense algorithm (over tcp at 1 MiB: 52-239 us against the
+  //     ring's 383-398 at 1-30% density, 2 ranks), from there per stripe, block-sparse or the
+  //     ring;
   //   - anything larger: the hybrid, which decides per stripe from a sample of each stripe
   //     (docs/algorithms.md, "auto").
   // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or
@@ -427,10 +429,12 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   const std::size_t esize = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype_size(dtype) : 4;
   if (count <= options_.small_tensor_bytes / esize) {
     const int doublings = std::bit_width(size() - 1u);  // ceil(log2 p) for p >= 2
-    return count <= (options_.small_tensor_bytes >> (doublings - 1)) / esize ? Algorithm::block_recursive_doubling
-                                                                               : Algorithm::ring;
+    return count <= (options_.small_tensor_bytes >> (doublings - 1)) / esize
+               ? Algorithm::block_recursive_doubling
+               : algo::dense_algorithm_below_stripes(size());
   }
-  if (transport() == "shm" && count < options_.hybrid_min_bytes / esize) return Algorithm::ring;
+  if (transport() == "shm" && count < options_.hybrid_min_bytes / esize)
+    return algo::dense_algorithm_below_stripes(size());
   return Algorithm::hybrid;
 }
 

@@ -74,13 +74,13 @@ Status Executor::hybrid_allreduce(CollOp& op) {
     const Algorithm algo = algo::prefer_block_recursive_doubling(stripe_table_.data(), n, stripes, nblocks,
                                                                  h.rd_max_percent)
                                ? Algorithm::block_recursive_doubling
-                               : Algorithm::ring;
+                               : algo::dense_algorithm_below_stripes(n);
     peers_.set_tag_base(kRunTagStride);
     const Status s = op.dtype == DataType::i32 && op.op == ReduceOp::avg
                          ? exact_i32_avg(algo, op.send, op.recv, op.count)
                          : allreduce(algo, op.send, op.recv, op.count, op.dtype, op.op);
     peers_.set_tag_base(0);
-    hybrid_stats_.dense_elements += algo == Algorithm::ring ? op.count : 0;
+    hybrid_stats_.dense_elements += algo == Algorithm::block_recursive_doubling ? 0 : op.count;
     return s;
   }
   algo::plan_dense_stripes(stripe_table_.data(), n, stripes, nblocks, h.stripe_blocks,

@@ -89,5 +89,14 @@ TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRin
   EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 100, 9));
 }
 
+TEST(HybridPlan, TheButterflyBelowStripesWhenTheRanksAreAPowerOfTwoAboveTwo) {
+  EXPECT_EQ(dense_algorithm_below_stripes(1), Algorithm::ring);
+  EXPECT_EQ(dense_algorithm_below_stripes(2), Algorithm::ring);
+  EXPECT_EQ(dense_algorithm_below_stripes(3), Algorithm::ring);
+  EXPECT_EQ(dense_algorithm_below_stripes(4), Algorithm::butterfly);
+  EXPECT_EQ(dense_algorithm_below_stripes(6), Algorithm::ring);
+  EXPECT_EQ(dense_algorithm_below_stripes(8), Algorithm::butterfly);
+}
+
 }  // namespace
 }  // namespace sparcoll::algo
