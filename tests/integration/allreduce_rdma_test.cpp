@@ -65,10 +65,13 @@ TEST_F(AllreduceRdma, LargeTensorFourRanks) {
 
 // Registered send buffers are read in place by the NIC (the channel logs its first zero-copy
 // write at info level); each case registers and deregisters its buffer, so freed and reused
-// addresses must never hit a stale registration.
+// addresses must never hit a stale registration. Named block_sparse: zero-copy is for the
+// block-sparse engine's sends (auto sends these sizes by block recursive doubling or the ring,
+// whose messages are built, not the user's bytes).
 TEST_F(AllreduceRdma, ZeroCopyFromRegisteredBuffers) {
   const std::vector<std::string> args = {"--register", "--sizes", "257,100003", "--dtypes", "f32,bf16",
-                                         "--ops",      "sum",        "--densities", "0.01,1", "--patterns", "random"};
+                                         "--ops",      "sum",        "--densities", "0.01,1", "--patterns", "random",
+                                         "--algo",     "block_sparse"};
   const auto r = run(3, 0, args, {"SPARCOLL_LOG_LEVEL=info"});
   EXPECT_NE(r.err.find("zero-copy write from registered user memory"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("zero-copy is off"), std::string::npos) << r.err;
@@ -79,7 +82,7 @@ TEST_F(AllreduceRdma, ZeroCopyFromRegisteredBuffers) {
 // with the hint, and the results stay exact.
 TEST_F(AllreduceRdma, ZeroCopyRegistrationFailureFallsBackToCopy) {
   const auto r = run(2, 0, {"--register", "--deny-registration", "--sizes", "257,100003", "--dtypes", "f32,i32", "--ops",
-                            "sum", "--densities", "0.01,1", "--patterns", "random"});
+                            "sum", "--densities", "0.01,1", "--patterns", "random", "--algo", "block_sparse"});
   EXPECT_NE(r.err.find("zero-copy is off"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("ulimit -l"), std::string::npos) << r.err;
 }
