@@ -212,13 +212,13 @@ int main(int argc, char** argv) {
     spec.density = density;
     spec.block_elems = kBlock;
     sparcoll::perf::generate(spec, 0, &tensor);
-    // The library's entry point: its SIMD level, every core through TBB for large tensors.
+    // The library's entry point: its scan's SIMD level, every core through TBB for large tensors.
     {
       KernelRow r;
       r.name = "scan";
       r.dtype = "f32";
       r.density = density;
-      r.simd = block::simd_level_name(block::simd_level());
+      r.simd = block::simd_level_name(block::scan_simd_level());
       r.threads = bytes > (8u << 20) ? cores : 1;
       r.bytes = bytes;
       r.time_us = median_us(flags.reps, [&] { block::scan_nonzero_blocks(tensor.data(), n, spec.dtype, kBlock, bits.data()); });

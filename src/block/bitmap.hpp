@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "block/simd_level.hpp"
 #include "sparcoll/types.hpp"
 
 namespace sparcoll::block {
@@ -26,6 +27,10 @@ std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dt
 
 // True when the `n` elements at `data` are all zero (same rule as above).
 bool is_zero(const void* data, std::size_t n, DataType dtype);
+
+// The SIMD level the two functions above use: simd_level(), except where AVX-512's scan kernel
+// measured slower than AVX2's on this cpu (timed once, bitmap.cpp).
+SimdLevel scan_simd_level() noexcept;
 
 inline bool test_bit(const std::uint64_t* bits, std::size_t i) noexcept { return (bits[i >> 6] >> (i & 63)) & 1u; }
 

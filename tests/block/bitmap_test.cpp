@@ -238,6 +238,19 @@ TEST(BlockBitmap, PublicEntryPointsAgree) {
   EXPECT_TRUE(is_zero(t.bytes.data(), 700, DataType::f32));
 }
 
+// The scan's level is timed once where AVX-512 exists: it may step down to AVX2, never up, and
+// never to a level this cpu lacks.
+TEST(BlockBitmap, ScanLevelIsTheBestLevelOrAvx2) {
+  const SimdLevel scan = scan_simd_level();
+  EXPECT_TRUE(simd_level_supported(scan));
+  EXPECT_LE(static_cast<int>(scan), static_cast<int>(simd_level()));
+  if (scan != simd_level()) {
+    EXPECT_EQ(simd_level(), SimdLevel::avx512);
+    EXPECT_EQ(scan, SimdLevel::avx2);
+  }
+  EXPECT_EQ(scan_simd_level(), scan);  // decided once
+}
+
 }  // namespace
 }  // namespace sparcoll::block
 
