@@ -8,6 +8,8 @@
 //      threads while
 //   3. this thread runs each run of adjacent dense stripes through the dense ring;
 //   4. the op completes once the block-sparse half has.
+// A tensor below SPARCOLL_HYBRID_MIN_BYTES is not split: after step 1 it goes whole by block
+// recursive doubling or the dense algorithm below stripes, whichever the table favours.
 // Each element is reduced by exactly one of the two paths, each bitwise identical on every rank,
 // so the result is too. docs/architecture.md, "Hybrid allreduce".
 #include <bit>
