@@ -351,10 +351,11 @@ void Shard::maybe_finish(OpState* op) {
   total.algorithm = Algorithm::block_sparse;
   request->stats = total;
   if (op->failed.load(std::memory_order_acquire)) request->status = op->error;
+  // Read before the slot is released: the calling thread may reuse it at once and clear it.
+  const bool wake_raw = op->wake_raw;
   // Release the slot first: the waiter may immediately start the next op in it.
   op->busy.store(0, std::memory_order_release);
   op->busy.notify_all();
-  const bool wake_raw = op->wake_raw;
   request->done.store(1, std::memory_order_release);
   request->done.notify_all();
   if (wake_raw) futex_wake(&request->done);
