@@ -1,6 +1,7 @@
 #include "process_group.hpp"
 
 #include <cstdlib>
+#include <cstring>
 
 #include <Python.h>
 
@@ -135,7 +136,7 @@ std::function<void()> keeping(const at::Tensor& tensor, std::function<void()> fi
 [[noreturn]] void unsupported(const char* op) {
   TORCH_CHECK(false, "sparcoll: ", op,
               " is not supported by the sparcoll backend (it runs allreduce, broadcast, allgather, "
-              "reduce_scatter and barrier); run it on a gloo group: torch.distributed.new_group(backend=\"gloo\")");
+              "allgather_coalesced, reduce_scatter and barrier); run it on a gloo group: torch.distributed.new_group(backend=\"gloo\")");
 }
 
 // Completed from the CompletionQueue thread; Work::wait() and the Future both wait on it.
@@ -525,6 +526,57 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_allgather(const at::Ten
   return issued;
 }
 
+// Every rank's list of tensors (any dtypes and sizes, the same on every rank) into outputs[r]:
+// one allgather of the inputs' bytes back to back, each rank's block then cut into its list.
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+  return run("allgather_coalesced", c10d::OpType::ALLGATHER_COALESCED, Sequence::collective, [&] {
+    const char* op = "allgather_coalesced";
+    TORCH_CHECK(static_cast<int>(outputs.size()) == size_, "sparcoll: ", op, ": the output has ", outputs.size(),
+                " lists; it needs one per rank (", size_, ")");
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      check_tensor(op, "input " + tensor_name(i), inputs[i]);
+      total += inputs[i].nbytes();
+    }
+    std::vector<at::Tensor> flat_outputs;
+    for (std::size_t r = 0; r < outputs.size(); ++r) {
+      TORCH_CHECK(outputs[r].size() == inputs.size(), "sparcoll: ", op, ": output list ", r, " has ",
+                  outputs[r].size(), " tensors, the input list ", inputs.size());
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        const std::string name = "output list " + std::to_string(r) + " " + tensor_name(i);
+        check_tensor(op, name, outputs[r][i]);
+        check_same_shape_and_dtype(op, name, outputs[r][i], inputs[i], inputs[i].numel());
+        flat_outputs.push_back(outputs[r][i]);
+      }
+    }
+    auto send = std::make_shared<std::vector<std::byte>>(total);
+    std::size_t at = 0;
+    for (const at::Tensor& t : inputs) {
+      std::memcpy(send->data() + at, t.data_ptr(), t.nbytes());
+      at += t.nbytes();
+    }
+    auto gathered = std::make_shared<std::vector<std::byte>>(total * static_cast<std::size_t>(size_));
+    std::vector<void*> recv;
+    for (int r = 0; r < size_; ++r) recv.push_back(gathered->data() + static_cast<std::size_t>(r) * total);
+    Issued issued;
+    issued.outputs = flat_outputs;
+    Started s = start_allgather(*comm_, send->data(), total, std::move(recv));
+    s.finish = [inner = std::move(s.finish), send, gathered, outs = outputs, total] {
+      if (inner) inner();
+      for (std::size_t r = 0; r < outs.size(); ++r) {
+        const std::byte* from = gathered->data() + r * total;
+        for (const at::Tensor& t : outs[r]) {
+          std::memcpy(t.data_ptr(), from, t.nbytes());
+          from += t.nbytes();
+        }
+      }
+    };
+    issued.ops.push_back(std::move(s));
+    return issued;
+  });
+}
+
 // --- reduce_scatter --------------------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -593,11 +645,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::barrier(const c10d::Barrier
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce(std::vector<at::Tensor>&, const c10d::ReduceOptions&) {
   unsupported("reduce");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
-                                                                         std::vector<at::Tensor>&,
-                                                                         const c10d::AllgatherOptions&) {
-  unsupported("allgather_coalesced");
 }
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::gather(std::vector<std::vector<at::Tensor>>&,
                                                             std::vector<at::Tensor>&, const c10d::GatherOptions&) {

@@ -3,10 +3,12 @@
 Run by run_torchrun.py with 2 ranks (works with any number). Covers every dtype torch moves as
 bytes (int64, bool, float64 with NaN payloads and -0.0, odd-sized uint8 and float16 that take
 the padded staging path), one call with several tensors, the direct and the staged allgather,
-in-place _all_gather_base, reduce_scatter with each op, and all_reduce of torch.sparse_coo tensors
+in-place _all_gather_base, all_gather_coalesced (one dtype per list through torch, any through the
+backend), reduce_scatter with each op, and all_reduce of torch.sparse_coo tensors
 (sparcoll's index-value sparse allreduce; compared with the dense sum, each as it would come
 from an embedding gradient and from odder shapes). Exits 1 listing what differed.
 """
+import math
 import sys
 
 import torch
@@ -111,6 +113,25 @@ def main():
     flat[rank * 100:(rank + 1) * 100] = payload(rank, torch.float32, 100)
     dist._all_gather_base(flat, flat[rank * 100:(rank + 1) * 100])
     check("_all_gather_base in place", flat, torch.cat([payload(r, torch.float32, 100) for r in range(world)]))
+
+    # all_gather_coalesced: one collective for a list of tensors. torch's wrapper wants one dtype
+    # per list; sizes differ, one is empty, one is 2-D.
+    shapes = [(1000,), (0,), (3, 7), (1,)]
+    ins = [payload(rank, torch.float32, math.prod(sh)).reshape(sh) for sh in shapes]
+    outs = [[torch.empty(sh) for sh in shapes] for _ in range(world)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(world):
+        for sh, t in zip(shapes, outs[r]):
+            check(f"all_gather_coalesced float32 {sh} from {r}", t, payload(r, torch.float32, math.prod(sh)).reshape(sh))
+    # The backend itself takes any dtypes in one list (the bytes travel as they are).
+    ins = [payload(rank, d, n) for d, n in kinds]
+    outs = [[torch.empty(n, dtype=d) for d, n in kinds] for _ in range(world)]
+    pg.allgather_coalesced(outs, ins).wait()
+    for r in range(world):
+        for (d, n), t in zip(kinds, outs[r]):
+            check(f"allgather_coalesced mixed {d} x {n} from {r}", t, payload(r, d, n))
+    # Nothing at all to gather still completes on every rank.
+    pg.allgather_coalesced([[torch.empty(0)] for _ in range(world)], [torch.empty(0)]).wait()
 
     for op, fold in [(dist.ReduceOp.SUM, lambda xs: sum(xs)), (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0)[0]),
                      (dist.ReduceOp.MIN, lambda xs: torch.stack(xs).min(0)[0])]:

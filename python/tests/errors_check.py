@@ -90,6 +90,13 @@ def main():
          lambda: dist.all_gather([torch.empty(2)], torch.ones(2))),
         ("allgather output shape", "has 3 elements, 2 expected",
          lambda: dist.all_gather([torch.empty(3) for _ in range(world)], torch.ones(2))),
+        ("allgather_coalesced output lists", "needs one per rank",
+         lambda: dist.all_gather_coalesced([[torch.empty(2)]], [torch.ones(2)])),
+        ("allgather_coalesced list length", "output list 1 has 1 tensors, the input list 2",
+         lambda: dist.all_gather_coalesced([[torch.empty(2), torch.empty(2)], [torch.empty(2)]],
+                                           [torch.ones(2), torch.ones(2)])),
+        ("allgather_coalesced output shape", "output list 0 tensor 0 has 3 elements, 2 expected",
+         lambda: dist.all_gather_coalesced([[torch.empty(3)] for _ in range(world)], [torch.ones(2)])),
         # Ranks disagree: sparcoll's op-level checks fail the collective on every rank.
         ("mismatched shapes", "mismatch", lambda: dist.all_reduce(torch.ones(100 + 300 * rank))),
         # Bad input on one rank only: that rank's own message, an abort on the others.
