@@ -133,6 +133,21 @@ std::function<void()> keeping(const at::Tensor& tensor, std::function<void()> fi
   };
 }
 
+// The tensors' bytes back to back at `dst`, and the reverse: several tensors as one collective's
+// buffer (broadcast of a list, allgather_coalesced). The tensors are contiguous (check_tensor).
+void pack_bytes(const std::vector<at::Tensor>& tensors, std::byte* dst) {
+  for (const at::Tensor& t : tensors) {
+    if (t.nbytes() != 0) std::memcpy(dst, t.data_ptr(), t.nbytes());
+    dst += t.nbytes();
+  }
+}
+void unpack_bytes(const std::byte* src, const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (t.nbytes() != 0) std::memcpy(t.data_ptr(), src, t.nbytes());
+    src += t.nbytes();
+  }
+}
+
 [[noreturn]] void unsupported(const char* op) {
   TORCH_CHECK(false, "sparcoll: ", op,
               " is not supported by the sparcoll backend (it runs allreduce, broadcast, allgather, "
@@ -457,24 +472,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::broadcast(std::vector<at::T
     std::int64_t total = 0;
     for (const at::Tensor& t : tensors) total += static_cast<std::int64_t>(t.nbytes());
     at::Tensor flat = at::empty({total}, at::TensorOptions().dtype(at::kByte));
-    auto bytes_of = [](const at::Tensor& t) { return t.reshape({-1}).view(at::kByte); };
-    if (rank_ == root) {
-      std::int64_t offset = 0;
-      for (const at::Tensor& t : tensors) {
-        flat.narrow(0, offset, static_cast<std::int64_t>(t.nbytes())).copy_(bytes_of(t));
-        offset += static_cast<std::int64_t>(t.nbytes());
-      }
-    }
-    Started s = start_broadcast(*comm_, flat.data_ptr(), static_cast<std::size_t>(total), root);
+    auto* flat_bytes = static_cast<std::byte*>(flat.data_ptr());
+    if (rank_ == root) pack_bytes(tensors, flat_bytes);
+    Started s = start_broadcast(*comm_, flat_bytes, static_cast<std::size_t>(total), root);
     std::function<void()> staged = std::move(s.finish);
-    s.finish = [flat, tensors, staged, copy_out = rank_ != root, bytes_of] {
+    s.finish = [flat, flat_bytes, tensors, staged, copy_out = rank_ != root] {
       if (staged) staged();
-      if (!copy_out) return;
-      std::int64_t offset = 0;
-      for (const at::Tensor& t : tensors) {
-        bytes_of(t).copy_(flat.narrow(0, offset, static_cast<std::int64_t>(t.nbytes())));
-        offset += static_cast<std::int64_t>(t.nbytes());
-      }
+      if (copy_out) unpack_bytes(flat_bytes, tensors);
     };
     issued.ops.push_back(std::move(s));
     return issued;
@@ -551,26 +555,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::allgather_coalesced(
       }
     }
     auto send = std::make_shared<std::vector<std::byte>>(total);
-    std::size_t at = 0;
-    for (const at::Tensor& t : inputs) {
-      std::memcpy(send->data() + at, t.data_ptr(), t.nbytes());
-      at += t.nbytes();
-    }
+    pack_bytes(inputs, send->data());
     auto gathered = std::make_shared<std::vector<std::byte>>(total * static_cast<std::size_t>(size_));
     std::vector<void*> recv;
     for (int r = 0; r < size_; ++r) recv.push_back(gathered->data() + static_cast<std::size_t>(r) * total);
     Issued issued;
-    issued.outputs = flat_outputs;
+    issued.outputs = std::move(flat_outputs);
     Started s = start_allgather(*comm_, send->data(), total, std::move(recv));
     s.finish = [inner = std::move(s.finish), send, gathered, outs = outputs, total] {
       if (inner) inner();
-      for (std::size_t r = 0; r < outs.size(); ++r) {
-        const std::byte* from = gathered->data() + r * total;
-        for (const at::Tensor& t : outs[r]) {
-          std::memcpy(t.data_ptr(), from, t.nbytes());
-          from += t.nbytes();
-        }
-      }
+      for (std::size_t r = 0; r < outs.size(); ++r) unpack_bytes(gathered->data() + r * total, outs[r]);
     };
     issued.ops.push_back(std::move(s));
     return issued;
