@@ -163,6 +163,24 @@ class Communicator {
   void reduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   Request ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
 
+  // Rooted collectives. Every rank must name the same root, count, dtype (and op); a rank that
+  // names another fails the call on every rank with `mismatch`, and no rank returns success
+  // unless every rank took part alike. The root's buffers (reduce's and gather's recv,
+  // scatter's send) are only read or written on the root and may be null elsewhere.
+  //
+  // recv (count elements, on `root`) = reduce(send over all ranks). In place when send == recv
+  // on the root. A reduce-scatter ring, then each rank's reduced chunk to the root.
+  void reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, int root);
+  Request ireduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, int root);
+  // recv (size() * count elements, on `root`) = every rank's send (count elements), in rank
+  // order. In place when send == recv + root * count elements on the root.
+  void gather(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  Request igather(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  // recv (count elements) on rank p = elements [p * count, (p + 1) * count) of send (size() *
+  // count elements, on `root`). In place when recv == send + root * count elements on the root.
+  void scatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+  Request iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+
   // Compressed allreduce of an fp32 gradient (compression.hpp, docs/algorithms.md): out (count
   // fp32) = sum (or mean, c.op) over ranks of what each rank sent, identical on every rank.
   // With error feedback the communicator keeps a residual per `tensor_id` (created at the first

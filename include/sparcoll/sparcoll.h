@@ -118,6 +118,21 @@ sparcoll_status_t sparcoll_allgather(sparcoll_comm_t comm, const void* sendbuf, 
  * of sendbuf (size * count elements). */
 sparcoll_status_t sparcoll_reduce_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                           sparcoll_dtype_t dtype, sparcoll_op_t op);
+/* Rooted collectives: the root's buffer (reduce's and gather's recvbuf, scatter's sendbuf) is
+ * used on the root only and may be NULL elsewhere. A root that differs across ranks fails the
+ * call on every rank with SPARCOLL_ERR_MISMATCH.
+ * recvbuf (count elements, on root) = reduction of every rank's sendbuf; in place when
+ * sendbuf == recvbuf on the root. */
+sparcoll_status_t sparcoll_reduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  sparcoll_dtype_t dtype, sparcoll_op_t op, int root);
+/* recvbuf (size * count elements, on root) = every rank's sendbuf (count elements), in rank
+ * order; in place when sendbuf == recvbuf + root * count elements on the root. */
+sparcoll_status_t sparcoll_gather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  sparcoll_dtype_t dtype, int root);
+/* recvbuf (count elements) on rank p = elements [p * count, (p + 1) * count) of sendbuf (size *
+ * count elements, on root); in place when recvbuf == sendbuf + root * count elements on the root. */
+sparcoll_status_t sparcoll_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   sparcoll_dtype_t dtype, int root);
 
 /* Non-blocking variants: start the collective and set *request (NULL on failure). */
 sparcoll_status_t sparcoll_iallreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
@@ -129,6 +144,12 @@ sparcoll_status_t sparcoll_iallgather(sparcoll_comm_t comm, const void* sendbuf,
                                       sparcoll_dtype_t dtype, sparcoll_request_t* request);
 sparcoll_status_t sparcoll_ireduce_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                            sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_ireduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   sparcoll_dtype_t dtype, sparcoll_op_t op, int root, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_igather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   sparcoll_dtype_t dtype, int root, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_iscatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                    sparcoll_dtype_t dtype, int root, sparcoll_request_t* request);
 /* Waits until the collective finished, frees the request and sets *request = NULL (as MPI_Wait
  * does); returns the collective's status. */
 sparcoll_status_t sparcoll_wait(sparcoll_request_t* request);

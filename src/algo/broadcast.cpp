@@ -6,7 +6,8 @@
 // the tree; a rank returns only with the commit. So no rank returns success unless every rank
 // took part with the same root and size: ranks that disagree fail with a mismatch (they used to
 // return success with different data), and a skipped call fails the others with a timeout
-// naming it. Every receive is posted before its message can arrive, so a message nobody posted
+// naming it. (A root that differs is usually caught before: every fragment carries its
+// sender's root, peer_wire.hpp.) Every receive is posted before its message can arrive, so a message nobody posted
 // for is a disagreement found at once (Peers::expect_only_posted), not a timeout. The agreement
 // costs two more log2(n) trips of small messages.
 #include <cstring>

@@ -96,5 +96,16 @@ Status ring_reduce_scatter(coll::Peers& peers, const void* send, void* recv, std
 Status ring_allgather(coll::Peers& peers, const void* send, void* recv, std::size_t bytes);
 // buffer (bytes) on every rank = buffer on `root`.
 Status tree_broadcast(coll::Peers& peers, void* buffer, std::size_t bytes, std::uint32_t root);
+// recv (count elements, on the root only) = reduction of every rank's send: a reduce-scatter
+// ring, then each rank's reduced chunk to the root. In place when send == recv on the root.
+Status ring_reduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                   std::uint32_t root, Scratch& scratch);
+// rooted.cpp. recv (size * bytes, on the root only) = every rank's send (bytes each), in rank
+// order; in place when send == recv + root * bytes on the root.
+Status direct_gather(coll::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root);
+// recv (bytes) on every rank p = bytes [p * bytes, (p + 1) * bytes) of the root's send; in place
+// when recv == send + root * bytes on the root.
+Status direct_scatter(coll::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root,
+                      Scratch& scratch);
 
 }  // namespace sparcoll::algo

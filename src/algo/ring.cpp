@@ -89,6 +89,43 @@ Status ring_reduce_scatter(coll::Peers& peers, const void* send, void* recv, std
   return Status();
 }
 
+// The reduce-scatter ring leaves rank p owning chunk p (shift -1), fully reduced; each rank
+// rounds its chunk once and sends it to the root, which then commits (as gather does, rooted.cpp):
+// no rank returns success unless every rank took part alike, and a root that differs across
+// ranks is a mismatch in the first ring step (every fragment carries its sender's root).
+// Bandwidth-optimal like the ring allreduce, with half its steps.
+Status ring_reduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                   std::uint32_t root, Scratch& scratch) {
+  const std::uint32_t n = peers.size(), r = peers.rank();
+  const std::size_t esize = dtype_size(dtype);
+  if (scratch.acc.size() < count * 4) scratch.acc.resize(count * 4);
+  std::byte* acc = scratch.acc.data();
+  block::acc_load(dtype, send, acc, count);
+  if (n > 1) {
+    if (Status s = reduce_scatter_phase(peers, acc, count, coll::acc_type_of(dtype), op, -1, 0); !s.ok()) return s;
+  }
+  const std::uint32_t data_tag = n - 1, commit_tag = n;
+  const std::size_t b = chunk_begin(count, n, r), e = chunk_begin(count, n, r + 1);
+  if (r != root) {
+    if (scratch.tmp.size() < (e - b) * esize) scratch.tmp.resize((e - b) * esize);
+    block::acc_store(dtype, op, acc + b * 4, e - b, n, scratch.tmp.data());
+    peers.send(root, data_tag, scratch.tmp.data(), (e - b) * esize);
+    peers.recv(root, commit_tag, nullptr, 0);
+    return peers.wait();
+  }
+  auto* out = static_cast<std::byte*>(recv);
+  block::acc_store(dtype, op, acc + b * 4, e - b, n, out + b * esize);
+  for (std::uint32_t p = 0; p < n; ++p) {
+    if (p == root) continue;
+    const std::size_t pb = chunk_begin(count, n, p), pe = chunk_begin(count, n, p + 1);
+    peers.recv(p, data_tag, out + pb * esize, (pe - pb) * esize);
+  }
+  if (Status s = peers.wait(); !s.ok()) return s;
+  for (std::uint32_t p = 0; p < n; ++p)
+    if (p != root) peers.send(p, commit_tag, nullptr, 0);
+  return peers.wait();
+}
+
 Status ring_allgather(coll::Peers& peers, const void* send, void* recv, std::size_t bytes) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   auto* out = static_cast<std::byte*>(recv);

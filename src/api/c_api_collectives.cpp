@@ -1,5 +1,5 @@
-// The C API of the collectives beyond allreduce (broadcast, allgather, reduce_scatter), of the
-// per-call algorithm, and of non-blocking calls (sparcoll_request_t over sparcoll::Request).
+// The C API of the collectives beyond allreduce (broadcast, allgather, reduce_scatter, reduce,
+// gather, scatter), of the per-call algorithm, and of non-blocking calls (sparcoll_request_t over sparcoll::Request).
 #include <string>
 
 #include "api/c_api_comm.hpp"
@@ -80,6 +80,24 @@ sparcoll_status_t sparcoll_reduce_scatter(sparcoll_comm_t comm, const void* send
   return guarded([&] { comm->comm.reduce_scatter(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op)); });
 }
 
+sparcoll_status_t sparcoll_reduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  sparcoll_dtype_t dtype, sparcoll_op_t op, int root) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_reduce", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] { comm->comm.reduce(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op), root); });
+}
+
+sparcoll_status_t sparcoll_gather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                  sparcoll_dtype_t dtype, int root) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_gather", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] { comm->comm.gather(sendbuf, recvbuf, count, dtype_of(dtype), root); });
+}
+
+sparcoll_status_t sparcoll_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   sparcoll_dtype_t dtype, int root) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_scatter", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] { comm->comm.scatter(sendbuf, recvbuf, count, dtype_of(dtype), root); });
+}
+
 sparcoll_status_t sparcoll_iallreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                       sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_algo_t algo,
                                       sparcoll_request_t* request) {
@@ -106,6 +124,27 @@ sparcoll_status_t sparcoll_ireduce_scatter(sparcoll_comm_t comm, const void* sen
                                            sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_request_t* request) {
   return start_request("sparcoll_ireduce_scatter", comm, request, [&](sparcoll::Communicator& c) {
     return c.ireduce_scatter(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op));
+  });
+}
+
+sparcoll_status_t sparcoll_ireduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   sparcoll_dtype_t dtype, sparcoll_op_t op, int root, sparcoll_request_t* request) {
+  return start_request("sparcoll_ireduce", comm, request, [&](sparcoll::Communicator& c) {
+    return c.ireduce(sendbuf, recvbuf, count, dtype_of(dtype), op_of(op), root);
+  });
+}
+
+sparcoll_status_t sparcoll_igather(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                   sparcoll_dtype_t dtype, int root, sparcoll_request_t* request) {
+  return start_request("sparcoll_igather", comm, request, [&](sparcoll::Communicator& c) {
+    return c.igather(sendbuf, recvbuf, count, dtype_of(dtype), root);
+  });
+}
+
+sparcoll_status_t sparcoll_iscatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
+                                    sparcoll_dtype_t dtype, int root, sparcoll_request_t* request) {
+  return start_request("sparcoll_iscatter", comm, request, [&](sparcoll::Communicator& c) {
+    return c.iscatter(sendbuf, recvbuf, count, dtype_of(dtype), root);
   });
 }
 

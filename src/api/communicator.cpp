@@ -127,6 +127,33 @@ void Communicator::reduce_scatter(const void* send, void* recv, std::size_t coun
   ireduce_scatter(send, recv, count, dtype, op).wait();
 }
 
+Request Communicator::ireduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, int root) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->ireduce(send, recv, count, dtype, op, root, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::reduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, int root) {
+  ireduce(send, recv, count, dtype, op, root).wait();
+}
+
+Request Communicator::igather(const void* send, void* recv, std::size_t count, DataType dtype, int root) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->igather(send, recv, count, dtype, root, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::gather(const void* send, void* recv, std::size_t count, DataType dtype, int root) {
+  igather(send, recv, count, dtype, root).wait();
+}
+
+Request Communicator::iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iscatter(send, recv, count, dtype, root, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::scatter(const void* send, void* recv, std::size_t count, DataType dtype, int root) {
+  iscatter(send, recv, count, dtype, root).wait();
+}
+
 void Communicator::barrier() {
   std::int32_t token = 0;
   allreduce(&token, &token, 1, DataType::i32, ReduceOp::sum);

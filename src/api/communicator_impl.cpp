@@ -501,8 +501,7 @@ Status CommunicatorImpl::ibroadcast(void* buffer, std::size_t count, DataType dt
   c.dtype = dtype;
   c.root = static_cast<std::uint32_t>(root);
   std::string problem = check_dtype_op(dtype, nullptr);
-  if (problem.empty() && (root < 0 || root >= size()))
-    problem = "root " + std::to_string(root) + " is not a rank of this " + std::to_string(size()) + "-rank communicator";
+  if (problem.empty()) problem = check_root(root);
   if (problem.empty()) problem = check_buffer("buffer", buffer, count, dtype);
   return submit(c, "broadcast", problem, out);
 }
@@ -549,6 +548,92 @@ Status CommunicatorImpl::ireduce_scatter(const void* send, void* recv, std::size
       overlaps(send, count * size() * dtype_size(dtype), recv, count * dtype_size(dtype)))
     problem = "sendbuf and recvbuf overlap";
   return submit(c, "reduce_scatter", problem, out);
+}
+
+// --- rooted: reduce, gather, scatter -------------------------------------------------------------
+// The root's buffers are checked on the root only: elsewhere they are not used and may be null
+// (as MPI's recvbuf of a reduce is "significant only at root").
+
+std::string CommunicatorImpl::check_root(int root) const {
+  if (root < 0 || root >= size())
+    return "root " + std::to_string(root) + " is not a rank of this " + std::to_string(size()) + "-rank communicator";
+  return std::string();
+}
+
+Status CommunicatorImpl::ireduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                 int root, std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("reduce"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::reduce;
+  c.algo = Algorithm::ring;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = op;
+  c.root = static_cast<std::uint32_t>(root);
+  std::string problem = check_dtype_op(dtype, &op);
+  if (problem.empty()) problem = check_root(root);
+  if (problem.empty() && count > (std::size_t{1} << 56))
+    problem = "count " + std::to_string(count) + " exceeds the limit of 2^56 elements";
+  if (problem.empty()) problem = check_buffer("sendbuf", send, count, dtype);
+  if (problem.empty() && root == rank()) problem = check_buffer("recvbuf", recv, count, dtype);
+  const std::size_t bytes = count * dtype_size(dtype);
+  if (problem.empty() && root == rank() && send != recv && overlaps(send, bytes, recv, bytes))
+    problem = "sendbuf and recvbuf overlap without being the same buffer";
+  return submit(c, "reduce", problem, out);
+}
+
+Status CommunicatorImpl::igather(const void* send, void* recv, std::size_t count, DataType dtype, int root,
+                                 std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("gather"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::gather;
+  c.algo = Algorithm::ring;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.root = static_cast<std::uint32_t>(root);
+  std::string problem = check_dtype_op(dtype, nullptr);
+  if (problem.empty()) problem = check_root(root);
+  if (problem.empty() && count > (std::size_t{1} << 56) / static_cast<std::size_t>(size()))
+    problem = "count " + std::to_string(count) + " times " + std::to_string(size()) + " ranks exceeds 2^56 elements";
+  if (problem.empty()) problem = check_buffer("sendbuf", send, count, dtype);
+  if (problem.empty() && root == rank()) problem = check_buffer("recvbuf", recv, count * size(), dtype);
+  if (problem.empty() && root == rank() && count > 0) {
+    const std::size_t bytes = count * dtype_size(dtype);
+    const auto* mine = static_cast<const std::byte*>(recv) + static_cast<std::size_t>(rank()) * bytes;
+    if (send != mine && overlaps(send, bytes, recv, bytes * size()))
+      problem = "sendbuf overlaps recvbuf without being the root's slot in it (recvbuf + root * count)";
+  }
+  return submit(c, "gather", problem, out);
+}
+
+Status CommunicatorImpl::iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root,
+                                  std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("scatter"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::scatter;
+  c.algo = Algorithm::ring;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.root = static_cast<std::uint32_t>(root);
+  std::string problem = check_dtype_op(dtype, nullptr);
+  if (problem.empty()) problem = check_root(root);
+  if (problem.empty() && count > (std::size_t{1} << 56) / static_cast<std::size_t>(size()))
+    problem = "count " + std::to_string(count) + " times " + std::to_string(size()) + " ranks exceeds 2^56 elements";
+  if (problem.empty() && root == rank()) problem = check_buffer("sendbuf", send, count * size(), dtype);
+  if (problem.empty()) problem = check_buffer("recvbuf", recv, count, dtype);
+  if (problem.empty() && root == rank() && count > 0) {
+    const std::size_t bytes = count * dtype_size(dtype);
+    const auto* mine = static_cast<const std::byte*>(send) + static_cast<std::size_t>(rank()) * bytes;
+    if (recv != mine && overlaps(recv, bytes, send, bytes * size()))
+      problem = "recvbuf overlaps sendbuf without being the root's slot in it (sendbuf + root * count)";
+  }
+  return submit(c, "scatter", problem, out);
 }
 
 // --- allreduce_sparse ---------------------------------------------------------------------------

@@ -35,6 +35,12 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
                     std::shared_ptr<RequestState>* out);
   Status ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                          std::shared_ptr<RequestState>* out);
+  Status ireduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, int root,
+                 std::shared_ptr<RequestState>* out);
+  Status igather(const void* send, void* recv, std::size_t count, DataType dtype, int root,
+                 std::shared_ptr<RequestState>* out);
+  Status iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root,
+                  std::shared_ptr<RequestState>* out);
   Status iallreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
                                const Compression& c, std::shared_ptr<RequestState>* out_request);
   std::vector<float> compression_residual(std::uint64_t tensor_id) const;
@@ -79,6 +85,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
                 const std::string& detail = std::string(), ErrorCode code = ErrorCode::invalid_argument,
                 bool caller_waits = false);
   Status check_usable(const char* what) const;
+  // What is wrong with a rooted collective's root (not a rank of this communicator), or "".
+  std::string check_root(int root) const;
   void shutdown();
 
   Options options_;

@@ -26,6 +26,9 @@ enum class CollKind : std::uint8_t {
   sparse_allreduce,
   compressed_allreduce,
   hybrid_allreduce,
+  reduce,
+  gather,
+  scatter,
 };
 
 // The hybrid allreduce's block-sparse half, prepared by the calling thread: the op slot it
@@ -57,10 +60,11 @@ struct CollOp {
   std::uint32_t seq = 0;
   const void* send = nullptr;
   void* recv = nullptr;
-  std::size_t count = 0;  // allreduce: elements; allgather: per rank; reduce_scatter: per rank out
+  // allreduce, reduce: elements; allgather, gather, scatter: per rank; reduce_scatter: per rank out
+  std::size_t count = 0;
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
-  std::uint32_t root = 0;
+  std::uint32_t root = 0;  // broadcast, reduce, gather, scatter
   SparseArgs sparse;
   HybridArgs hybrid;
   // compressed_allreduce: tensor, grad (send), out (recv), n (count), k, compression, seed; the

@@ -206,18 +206,27 @@ Status Executor::execute(CollOp& op) {
     case CollKind::sparse_allreduce: kind = "allreduce_sparse"; break;
     case CollKind::compressed_allreduce: kind = "allreduce_compressed"; break;
     case CollKind::hybrid_allreduce: kind = "allreduce op"; break;
+    case CollKind::reduce: kind = "reduce"; break;
+    case CollKind::gather: kind = "gather"; break;
+    case CollKind::scatter: kind = "scatter"; break;
   }
   // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
-  const std::string algo = op.kind == CollKind::broadcast ? "binomial tree" : std::string(algorithm_name(op.algo));
+  const std::string algo = op.kind == CollKind::broadcast                                ? "binomial tree"
+                           : op.kind == CollKind::gather || op.kind == CollKind::scatter ? "direct"
+                                                                                         : std::string(algorithm_name(op.algo));
   // What every rank must agree on: only the fields this kind uses (a slot's others are stale).
   const bool reduces = op.kind != CollKind::broadcast && op.kind != CollKind::allgather &&
-                       op.kind != CollKind::compressed_allreduce;
+                       op.kind != CollKind::compressed_allreduce && op.kind != CollKind::gather &&
+                       op.kind != CollKind::scatter;
+  const bool rooted = op.kind == CollKind::broadcast || op.kind == CollKind::reduce || op.kind == CollKind::gather ||
+                      op.kind == CollKind::scatter;
   const bool has_algo = op.kind == CollKind::allreduce || op.kind == CollKind::sparse_allreduce;
-  const std::uint16_t signature = collective_signature(
+  const std::uint32_t signature = collective_signature(
       static_cast<std::uint8_t>(op.kind), has_algo ? static_cast<std::uint8_t>(op.algo) : 0,
       op.kind == CollKind::compressed_allreduce ? 0 : static_cast<std::uint8_t>(op.dtype),
       reduces ? static_cast<std::uint8_t>(op.op) : 0);
-  peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + algo + ")", op.deadline, signature);
+  peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + algo + ")", op.deadline, signature,
+               rooted ? op.root : 0);
   if (!op.invalid.empty()) return Status(op.invalid_code, op.invalid);
   const std::size_t esize = dtype_size(op.dtype);
   // A count of 0 still runs the algorithm (empty messages): a rank that skipped it would leave
@@ -228,6 +237,13 @@ Status Executor::execute(CollOp& op) {
       return allreduce(op.algo, op.send, op.recv, op.count, op.dtype, op.op);
     case CollKind::broadcast:
       return algo::tree_broadcast(peers_, op.recv, op.count * esize, op.root);
+    case CollKind::reduce:
+      if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg_reduce(op);
+      return algo::ring_reduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, op.root, scratch_);
+    case CollKind::gather:
+      return algo::direct_gather(peers_, op.send, op.recv, op.count * esize, op.root);
+    case CollKind::scatter:
+      return algo::direct_scatter(peers_, op.send, op.recv, op.count * esize, op.root, scratch_);
     case CollKind::allgather:
       return algo::ring_allgather(peers_, op.send, op.recv, op.count * esize);
     case CollKind::reduce_scatter:
@@ -288,6 +304,21 @@ Status Executor::exact_i32_avg(Algorithm algo, const void* send, void* recv, std
   if (sparse && 2 * count > (std::uint64_t{1} << 32)) algo = Algorithm::ring;
   Status s = allreduce(algo, hi, hi, 2 * count, DataType::i32, ReduceOp::sum);
   if (s.ok()) block::i32_avg_from_halves(hi, lo, count, peers_.size(), static_cast<std::int32_t*>(recv));
+  return s;
+}
+
+// reduce's i32 avg: the same halves, summed to the root only.
+Status Executor::exact_i32_avg_reduce(const CollOp& op) {
+  if (peers_.size() >= 32768)
+    return Status(ErrorCode::unsupported, peers_.what() + ": i32 avg is exact below 32768 ranks, this job has " +
+                                              std::to_string(peers_.size()));
+  halves_.resize(2 * op.count);
+  std::int32_t* hi = halves_.data();
+  std::int32_t* lo = hi + op.count;
+  block::i32_split_halves(static_cast<const std::int32_t*>(op.send), op.count, hi, lo);
+  Status s = algo::ring_reduce(peers_, hi, hi, 2 * op.count, DataType::i32, ReduceOp::sum, op.root, scratch_);
+  if (s.ok() && peers_.rank() == op.root)
+    block::i32_avg_from_halves(hi, lo, op.count, peers_.size(), static_cast<std::int32_t*>(op.recv));
   return s;
 }
 

@@ -67,6 +67,7 @@ class Executor {
   Status execute(CollOp& op);
   Status allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
   Status exact_i32_avg(Algorithm algo, const void* send, void* recv, std::size_t count);
+  Status exact_i32_avg_reduce(const CollOp& op);
   // hybrid_allreduce.cpp: the stripes' plan, the block-sparse half handed to the engine, the
   // dense half run here.
   Status hybrid_allreduce(CollOp& op);

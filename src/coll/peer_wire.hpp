@@ -12,7 +12,9 @@
 namespace sparcoll::coll {
 
 inline constexpr std::uint32_t kPeerMagic = 0x32504353;  // "SCP2"
-inline constexpr std::uint8_t kPeerVersion = 2;  // 2: the signature (was a reserved 0)
+// 2: the signature (was a reserved 0). 3: the signature widened to 32 bits and the root added
+// (rooted collectives: reduce, gather, scatter); the header grew from 32 to 40 bytes.
+inline constexpr std::uint8_t kPeerVersion = 3;
 
 enum class PeerKind : std::uint8_t {
   data = 1,   // a fragment of a logical message
@@ -23,23 +25,24 @@ struct PeerHeader {
   std::uint32_t magic;    // kPeerMagic
   std::uint8_t version;   // kPeerVersion
   std::uint8_t kind;      // PeerKind
-  std::uint16_t signature;  // what the collective is (collective_signature); 0 on aborts
+  std::uint16_t reserved; // 0
+  std::uint32_t signature;  // what the collective is (collective_signature); 0 on aborts
+  std::uint32_t root;     // a rooted collective's root (reduce, gather, scatter, broadcast); else 0
   std::uint32_t seq;      // the collective's sequence number (every rank numbers them alike)
   std::uint32_t tag;      // which message of that collective (a step of the algorithm)
   std::uint64_t total;    // bytes of the whole logical message
   std::uint64_t offset;   // where this fragment's payload starts in it
 };
-static_assert(sizeof(PeerHeader) == 32, "peer header layout is part of the wire format");
+static_assert(sizeof(PeerHeader) == 40, "peer header layout is part of the wire format");
 
-// What a collective is, as every rank must agree: its kind, algorithm, dtype and reduction, 4 bits
-// each (a kind, an algorithm, a dtype or an op a peer does not share changes it). A data fragment
-// whose signature is not the receiver's own for that collective is a mismatch across ranks: two
-// ranks would otherwise exchange the same byte counts (an f16 and an f32 allreduce send fp32
-// partial sums alike) and sum garbage without a word. Never 0.
-inline constexpr std::uint16_t collective_signature(std::uint8_t kind, std::uint8_t algo, std::uint8_t dtype,
+// What a collective is, as every rank must agree: its kind (7 bits), algorithm, dtype and
+// reduction (8 bits each; a kind, an algorithm, a dtype or an op a peer does not share changes
+// it). A data fragment whose signature or root is not the receiver's own for that collective is
+// a mismatch across ranks: two ranks would otherwise exchange the same byte counts (an f16 and an
+// f32 allreduce send fp32 partial sums alike) and sum garbage without a word. Never 0.
+inline constexpr std::uint32_t collective_signature(std::uint8_t kind, std::uint8_t algo, std::uint8_t dtype,
                                                     std::uint8_t op) noexcept {
-  return static_cast<std::uint16_t>(0x8000u | (kind & 0x7u) << 12 | (algo & 0xfu) << 8 | (dtype & 0xfu) << 4 |
-                                    (op & 0xfu));
+  return 0x80000000u | std::uint32_t{kind & 0x7fu} << 24 | std::uint32_t{algo} << 16 | std::uint32_t{dtype} << 8 | op;
 }
 
 // A logical message larger than this is not something any algorithm sends: treat it as corrupt.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "common/failure_scope.hpp"
@@ -35,9 +36,11 @@ Peers::Peers(transport::Channel* channel, std::uint32_t rank, std::uint32_t size
   recvs_.reserve(64);
 }
 
-void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadline, std::uint16_t signature) {
+void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadline, std::uint32_t signature,
+                  std::uint32_t root) {
   seq_ = seq;
   signature_ = signature;
+  root_ = root;
   what_ = std::move(what);
   deadline_ = deadline;
   failed_ = false;
@@ -65,6 +68,12 @@ void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadlin
       early_aborts_.erase(early_aborts_.begin() + static_cast<std::ptrdiff_t>(i));
       break;
     }
+  // A faster peer's fragments of this collective are checked now, not when a receive takes
+  // them: a disagreement on the root is then reported as such, not as an unexpected message.
+  if (!failed_)
+    for (const Stashed& st : stash_)
+      if (st.used && st.seq == seq && (st.signature != signature_ || st.root != root_))
+        return fail_signature(st.peer, st.signature, st.root);
 }
 
 void Peers::expect_only_posted() {
@@ -134,8 +143,8 @@ void Peers::post(PostedRecv r) {
   // A faster peer may have sent it already.
   for (Stashed& s : stash_) {
     if (!s.used || s.peer != r.peer || s.seq != seq_ || s.tag != r.tag) continue;
-    if (s.signature != signature_) {
-      fail_signature(s.peer, s.signature);
+    if (s.signature != signature_ || s.root != root_) {
+      fail_signature(s.peer, s.signature, s.root);
       return;
     }
     if (!check_total(posted, s.total)) return;
@@ -210,13 +219,16 @@ void Peers::release(Stashed& s) {
 
 namespace {
 
-// "allreduce ring f32 sum" from a collective_signature.
-std::string describe_signature(std::uint16_t sig) {
-  static constexpr const char* kKinds[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
-                                           "allreduce_sparse", "allreduce_compressed", "hybrid allreduce", "?"};
-  const auto algo = static_cast<std::uint8_t>(sig >> 8 & 0xf), dtype = static_cast<std::uint8_t>(sig >> 4 & 0xf),
-             op = static_cast<std::uint8_t>(sig & 0xf);
-  std::string s = kKinds[sig >> 12 & 0x7];
+// "allreduce ring f32 sum" from a collective_signature (CollKind's order, executor.cpp).
+std::string describe_signature(std::uint32_t sig) {
+  static constexpr const char* kKinds[] = {"allreduce",        "broadcast",            "allgather",
+                                           "reduce_scatter",   "allreduce_sparse",     "allreduce_compressed",
+                                           "hybrid allreduce", "reduce",               "gather",
+                                           "scatter"};
+  const std::uint32_t kind = sig >> 24 & 0x7f;
+  const auto algo = static_cast<std::uint8_t>(sig >> 16), dtype = static_cast<std::uint8_t>(sig >> 8),
+             op = static_cast<std::uint8_t>(sig);
+  std::string s = kind < std::size(kKinds) ? kKinds[kind] : "kind " + std::to_string(kind);
   s += std::string(" ") + std::string(algorithm_name(static_cast<Algorithm>(algo)));
   s += std::string(" ") + (dtype_valid(dtype) ? std::string(dtype_name(static_cast<DataType>(dtype))) : "dtype " + std::to_string(dtype));
   s += std::string(" ") + (reduce_op_valid(op) ? std::string(reduce_op_name(static_cast<ReduceOp>(op))) : "op " + std::to_string(op));
@@ -225,7 +237,13 @@ std::string describe_signature(std::uint16_t sig) {
 
 }  // namespace
 
-void Peers::fail_signature(std::uint32_t peer, std::uint16_t theirs) {
+void Peers::fail_signature(std::uint32_t peer, std::uint32_t theirs, std::uint32_t their_root) {
+  if (theirs == signature_) {
+    fail(Status(ErrorCode::mismatch, what_ + ": " + peer_name(peer) + " runs it with root " +
+                                         std::to_string(their_root) + ", this rank with root " + std::to_string(root_) +
+                                         " (the root differs across ranks)"));
+    return;
+  }
   fail(Status(ErrorCode::mismatch, what_ + ": " + peer_name(peer) + " runs " + describe_signature(theirs) +
                                        ", this rank " + describe_signature(signature_) +
                                        " (the call, its algorithm, dtype or op differ across ranks)"));
@@ -250,7 +268,7 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
   const PeerParse parsed = parse_peer_message(msg.data, msg.size, &m);
   if (parsed == PeerParse::too_short) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent a " + std::to_string(msg.size) +
-                                               "-byte message, shorter than the 32-byte peer header"));
+                                               "-byte message, shorter than the " + std::to_string(sizeof(PeerHeader)) + "-byte peer header"));
     return false;
   }
   const PeerHeader& h = m.header;
@@ -269,7 +287,7 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                  return std::string(b);
                                                }() +
                                                " version " + std::to_string(h.version) +
-                                               " (expected a sparcoll peer message, version 1)"));
+                                               " (expected a sparcoll peer message, version " + std::to_string(kPeerVersion) + ")"));
     return false;
   }
   if (parsed == PeerParse::ok && h.kind == static_cast<std::uint8_t>(PeerKind::abort)) {
@@ -313,8 +331,8 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                std::to_string(h.seq) + ", which this rank finished already"));
     return false;
   }
-  if (h.seq == seq_ && h.signature != signature_) {
-    fail_signature(from, h.signature);
+  if (h.seq == seq_ && (h.signature != signature_ || h.root != root_)) {
+    fail_signature(from, h.signature, h.root);
     return false;
   }
   if (h.seq == seq_) {
@@ -336,6 +354,7 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
     s->seq = h.seq;
     s->tag = h.tag;
     s->signature = h.signature;
+    s->root = h.root;
     s->total = h.total;
     s->received = 0;
   }
@@ -356,8 +375,8 @@ bool Peers::progress_sends() {
   for (PendingSend& s : sends_) {
     while (!failed_ && (s.offset < s.bytes || !s.started)) {
       const std::size_t len = std::min(fragment_payload_, s.bytes - s.offset);
-      PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::data), signature_, seq_, s.tag, s.bytes,
-                   s.offset};
+      PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::data), 0, signature_, root_, seq_,
+                   s.tag, s.bytes, s.offset};
       struct iovec iov[2] = {{&h, sizeof h}, {const_cast<std::byte*>(s.data + s.offset), len}};
       const transport::SendResult r = channel_->send(s.peer, iov, len ? 2 : 1);
       if (r == transport::SendResult::no_resource) break;
@@ -450,7 +469,7 @@ void Peers::abort_all(const Status& reason) {
   if (channel_ == nullptr) return;
   fail(reason);  // failed arguments fail before wait(): the collective's own fragments are dropped
   const std::string text = "rank " + std::to_string(rank_) + ": " + reason.message().substr(0, 900);
-  PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::abort), 0, seq_,
+  PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::abort), 0, 0, 0, seq_,
                static_cast<std::uint32_t>(reason.code()), text.size(), 0};
   for (std::uint32_t p = 0; p < size_; ++p) {
     if (p == rank_) continue;

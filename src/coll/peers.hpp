@@ -44,8 +44,10 @@ class Peers {
   const std::string& what() const noexcept { return what_; }
 
   // Starts collective `seq` (named `what` in errors, e.g. "allreduce op 7 (ring)"), whose
-  // collective_signature (peer_wire.hpp) every data fragment carries and every peer's must match.
-  void begin(std::uint32_t seq, std::string what, Clock::time_point deadline, std::uint16_t signature);
+  // collective_signature (peer_wire.hpp) and root every data fragment carries and every peer's
+  // must match (root 0 for collectives without one).
+  void begin(std::uint32_t seq, std::string what, Clock::time_point deadline, std::uint32_t signature,
+             std::uint32_t root = 0);
   // Added to every tag posted from now on in this collective, so that one collective can run
   // several algorithms one after another (the phases of a hybrid allreduce) without their
   // messages meeting: each algorithm numbers its tags from 0.
@@ -117,7 +119,7 @@ class Peers {
   };
   struct Stashed {
     std::uint32_t peer, seq, tag;
-    std::uint16_t signature;
+    std::uint32_t signature, root;
     std::uint64_t total;
     std::size_t received;
     std::vector<std::byte> data;  // capacity reused across collectives
@@ -149,9 +151,9 @@ class Peers {
   // The current collective; "-1" before the first, so what arrives before it begins is early,
   // not taken for the current one (an abort taken so would be lost when it begins).
   std::uint32_t seq_ = UINT32_MAX;
-  std::uint16_t signature_ = 0;
-  // The mismatch error for a fragment of this collective whose signature is not ours.
-  void fail_signature(std::uint32_t peer, std::uint16_t theirs);
+  std::uint32_t signature_ = 0, root_ = 0;
+  // The mismatch error for a fragment of this collective whose signature or root is not ours.
+  void fail_signature(std::uint32_t peer, std::uint32_t theirs, std::uint32_t their_root);
   std::string what_;
   Clock::time_point deadline_;
   Status failure_;

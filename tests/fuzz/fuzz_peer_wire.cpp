@@ -71,6 +71,7 @@ void parse_raw(const std::uint8_t* bytes, std::size_t size) {
 
 void round_trip(FuzzedDataProvider& in) {
   PeerHeader h{coll::kPeerMagic, coll::kPeerVersion, 0, 0, in.ConsumeIntegral<std::uint32_t>(),
+               in.ConsumeIntegral<std::uint32_t>(), in.ConsumeIntegral<std::uint32_t>(),
                in.ConsumeIntegral<std::uint32_t>(), 0, 0};
   std::vector<std::byte> payload;
   if (in.ConsumeBool()) {

@@ -108,8 +108,8 @@ void proto_seeds() {
 // --- coll: peer messages --------------------------------------------------------------------
 Bytes peer(coll::PeerKind kind, std::uint32_t seq, std::uint32_t tag, std::uint64_t total, std::uint64_t offset,
            const std::string& payload) {
-  const coll::PeerHeader h{coll::kPeerMagic, coll::kPeerVersion, static_cast<std::uint8_t>(kind),
-                           static_cast<std::uint16_t>(kind == coll::PeerKind::data ? 0x8000 : 0), seq, tag, total, offset};
+  const coll::PeerHeader h{coll::kPeerMagic, coll::kPeerVersion, static_cast<std::uint8_t>(kind), 0,
+                           kind == coll::PeerKind::data ? 0x80000000u : 0u, 0, seq, tag, total, offset};
   Bytes out;
   append(&out, h);
   append(&out, payload);

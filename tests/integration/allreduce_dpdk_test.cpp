@@ -4,7 +4,7 @@
 //     (scripts/netns-cluster + scripts/netns-run), with random loss on the links;
 //   * the deterministic drop hook (SPARCOLL_DPDK_DROP_EVERY) — results stay exact, and the
 //     retransmit counters show the recovery did the work;
-//   * broadcast, allgather, reduce_scatter and barrier (sparcoll-check-collectives) on the
+//   * broadcast, allgather, reduce_scatter, reduce, gather, scatter and barrier (sparcoll-check-collectives) on the
 //     collective thread's own channel, over memif and af_packet.
 // Skipped with the reason where dpdk cannot run, or (namespaces) without root.
 #include <unistd.h>

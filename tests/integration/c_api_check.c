@@ -84,6 +84,45 @@ int main(void) {
     free(in);
   }
 
+  /* Rooted: reduce, gather, scatter (the root's buffer NULL elsewhere), their non-blocking
+     forms, and a bad root. */
+  {
+    const int root = size - 1;
+    int v[5], red[5] = {0}, *all = malloc(2 * (size_t)size * sizeof(int)), piece[2] = {-1, -1};
+    for (int i = 0; i < 5; ++i) v[i] = (rank + 1) * (i + 1);
+    s = sparcoll_reduce(comm, v, rank == root ? red : NULL, 5, SPARCOLL_INT32, SPARCOLL_SUM, root);
+    CHECK(s == SPARCOLL_SUCCESS, "reduce: %s", sparcoll_last_error());
+    if (rank == root)
+      for (int i = 0; i < 5; ++i)
+        CHECK(red[i] == size * (size + 1) / 2 * (i + 1), "reduce: element %d is %d", i, red[i]);
+    int mine[2] = {rank, -rank};
+    s = sparcoll_gather(comm, mine, rank == 0 ? all : NULL, 2, SPARCOLL_INT32, 0);
+    CHECK(s == SPARCOLL_SUCCESS, "gather: %s", sparcoll_last_error());
+    if (rank == 0)
+      for (int p = 0; p < size; ++p) CHECK(all[2 * p + 1] == -p, "gather: rank %d's piece is %d", p, all[2 * p + 1]);
+    for (int i = 0; i < 2 * size; ++i) all[i] = 10 * i;
+    s = sparcoll_scatter(comm, rank == root ? all : NULL, piece, 2, SPARCOLL_INT32, root);
+    CHECK(s == SPARCOLL_SUCCESS && piece[0] == 20 * rank && piece[1] == 20 * rank + 10, "scatter: %d %d (%s)",
+          piece[0], piece[1], sparcoll_last_error());
+    sparcoll_request_t r[3] = {NULL, NULL, NULL};
+    CHECK(sparcoll_ireduce(comm, v, v, 5, SPARCOLL_INT32, SPARCOLL_MAX, 0, &r[0]) == SPARCOLL_SUCCESS, "ireduce: %s",
+          sparcoll_last_error());
+    CHECK(sparcoll_igather(comm, mine, all, 2, SPARCOLL_INT32, root, &r[1]) == SPARCOLL_SUCCESS, "igather: %s",
+          sparcoll_last_error());
+    int* src = malloc((size_t)size * sizeof(int));
+    for (int p = 0; p < size; ++p) src[p] = 7 * p;
+    CHECK(sparcoll_iscatter(comm, src, piece, 1, SPARCOLL_INT32, 0, &r[2]) == SPARCOLL_SUCCESS, "iscatter: %s",
+          sparcoll_last_error());
+    for (int i = 0; i < 3; ++i) CHECK(sparcoll_wait(&r[i]) == SPARCOLL_SUCCESS, "wait %d: %s", i, sparcoll_last_error());
+    if (rank == 0) CHECK(v[4] == size * 5, "ireduce max: %d", v[4]);
+    CHECK(piece[0] == 7 * rank, "iscatter: %d", piece[0]);
+    free(src);
+    s = sparcoll_gather(comm, mine, all, 2, SPARCOLL_INT32, -1);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "root -1 is not a rank"),
+          "gather root -1: %d %s", s, sparcoll_last_error());
+    free(all);
+  }
+
   /* Non-blocking: three collectives in flight, one polled with sparcoll_test, two waited for. */
   {
     float a[1000];

@@ -1,10 +1,12 @@
 // sparcoll-check-collectives: run under sparcoll-run; every rank runs a matrix of broadcast
-// (every root), allgather (out of place and in place), reduce_scatter (every op) and barrier
-// cases on seeded data (perf/lib/workload.hpp) and checks each result against what it must be.
+// (every root), allgather (out of place and in place), reduce_scatter (every op), reduce (every
+// op), gather and scatter (out of place and in place; their roots take turns) and barrier cases
+// on seeded data (perf/lib/workload.hpp) and checks each result against what it must be. The
+// root's buffers of reduce, gather and scatter are null on the other ranks, as they may be.
 // Cases are issued with the non-blocking calls, --inflight of them at once and of mixed kinds,
 // so several collectives share the collective thread's queue.
 //
-//   sparcoll-check-collectives [--kinds broadcast,allgather,reduce_scatter,barrier]
+//   sparcoll-check-collectives [--kinds broadcast,allgather,reduce_scatter,reduce,gather,scatter,barrier]
 //                              [--dtypes f32,f16,bf16,i32] [--ops sum,avg,min,max]
 //                              [--sizes 0,1,255,257,1283] [--large N] [--inflight N] [--seed S]
 //
@@ -48,13 +50,13 @@ std::vector<std::string> split(const std::string& text) {
   std::exit(2);
 }
 
-enum class Kind { broadcast, allgather, reduce_scatter };
+enum class Kind { broadcast, allgather, reduce_scatter, reduce, gather, scatter };
 
 struct Case {
   Kind kind = Kind::broadcast;
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
-  std::size_t count = 0;  // broadcast: elements; allgather, reduce_scatter: per rank
+  std::size_t count = 0;  // broadcast, reduce: elements; allgather, reduce_scatter, gather, scatter: per rank
   int root = 0;
   bool in_place = false;
   std::uint64_t seed = 0;
@@ -103,6 +105,48 @@ void start(sparcoll::Communicator& comm, Case& c) {
       c.recv.assign(c.count * esize, std::byte{0x7b});
       c.request = comm.ireduce_scatter(c.send.data(), c.recv.data(), c.count, c.dtype, c.op);
       return;
+    case Kind::reduce: {
+      sparcoll::perf::generate(spec_of(c, c.count, n), r, &c.send);
+      if (r != c.root) {
+        c.request = comm.ireduce(c.send.data(), nullptr, c.count, c.dtype, c.op, c.root);
+        return;
+      }
+      if (c.in_place) c.recv = c.send;
+      else c.recv.assign(c.count * esize, std::byte{0x7b});
+      c.request = comm.ireduce(c.in_place ? c.recv.data() : c.send.data(), c.recv.data(), c.count, c.dtype, c.op, c.root);
+      return;
+    }
+    case Kind::gather: {
+      sparcoll::perf::generate(spec_of(c, c.count, n), r, &c.send);
+      if (r != c.root) {
+        c.request = comm.igather(c.send.data(), nullptr, c.count, c.dtype, c.root);
+        return;
+      }
+      c.recv.assign(c.count * esize * static_cast<std::size_t>(n), std::byte{0x7b});
+      const void* send = c.send.data();
+      if (c.in_place) {
+        std::byte* mine = c.recv.data() + static_cast<std::size_t>(r) * c.count * esize;
+        if (!c.send.empty()) std::memcpy(mine, c.send.data(), c.send.size());
+        send = mine;
+      }
+      c.request = comm.igather(send, c.recv.data(), c.count, c.dtype, c.root);
+      return;
+    }
+    case Kind::scatter: {
+      if (r != c.root) {
+        c.recv.assign(c.count * esize, std::byte{0x7b});
+        c.request = comm.iscatter(nullptr, c.recv.data(), c.count, c.dtype, c.root);
+        return;
+      }
+      sparcoll::perf::generate(spec_of(c, c.count * static_cast<std::size_t>(n), n), r, &c.send);
+      void* recv = c.send.data() + static_cast<std::size_t>(r) * c.count * esize;
+      if (!c.in_place) {
+        c.recv.assign(c.count * esize, std::byte{0x7b});
+        recv = c.recv.data();
+      }
+      c.request = comm.iscatter(c.send.data(), recv, c.count, c.dtype, c.root);
+      return;
+    }
   }
 }
 
@@ -141,6 +185,37 @@ std::string verify(const sparcoll::Communicator& comm, const Case& c) {
         return "result has " + std::to_string(c.recv.size()) + " bytes, want " + std::to_string(want.size());
       if (wrong != 0) return std::to_string(wrong) + " wrong elements, first " + where;
       return std::string();
+    }
+    case Kind::reduce: {
+      if (r != c.root) return std::string();  // nothing to see: its recvbuf was null
+      sparcoll::perf::reference(spec_of(c, c.count, n), c.op, &want);
+      std::string where;
+      if (c.recv.size() != want.size())
+        return "result has " + std::to_string(c.recv.size()) + " bytes, want " + std::to_string(want.size());
+      if (const std::size_t wrong = sparcoll::perf::count_wrong(c.recv, want, c.dtype, &where); wrong != 0)
+        return std::to_string(wrong) + " wrong elements, first " + where;
+      break;  // and the bytes too (the generator's values make every order exact; no -0 results)
+    }
+    case Kind::gather: {
+      if (r != c.root) return std::string();
+      std::vector<std::byte> part;
+      for (int p = 0; p < n; ++p) {
+        sparcoll::perf::generate(spec_of(c, c.count, n), p, &part);
+        want.insert(want.end(), part.begin(), part.end());
+      }
+      break;
+    }
+    case Kind::scatter: {
+      std::vector<std::byte> full;
+      sparcoll::perf::generate(spec_of(c, c.count * static_cast<std::size_t>(n), n), c.root, &full);
+      const std::size_t at = static_cast<std::size_t>(r) * c.count * esize;
+      want.assign(full.begin() + static_cast<std::ptrdiff_t>(at),
+                  full.begin() + static_cast<std::ptrdiff_t>(at + c.count * esize));
+      if (r == c.root && c.in_place) {
+        // The root's piece stays where it is, and the rest of its sendbuf is untouched.
+        return c.send == full ? std::string() : std::string("the root's sendbuf changed in an in-place scatter");
+      }
+      break;
     }
   }
   if (c.recv.size() != want.size())
@@ -181,7 +256,7 @@ std::string barrier_round(sparcoll::Communicator& comm, int late) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> kinds = {"broadcast", "allgather", "reduce_scatter", "barrier"},
+  std::vector<std::string> kinds = {"broadcast", "allgather", "reduce_scatter", "reduce", "gather", "scatter", "barrier"},
                            dtypes = {"f32", "f16", "bf16", "i32"}, ops = {"sum", "avg", "min", "max"},
                            sizes = {"0", "1", "255", "257", "1283"};
   std::size_t large = 0;
@@ -207,7 +282,9 @@ int main(int argc, char** argv) {
     return false;
   };
   for (const auto& k : kinds)
-    if (k != "broadcast" && k != "allgather" && k != "reduce_scatter" && k != "barrier") usage("unknown kind " + k);
+    if (k != "broadcast" && k != "allgather" && k != "reduce_scatter" && k != "reduce" && k != "gather" &&
+        k != "scatter" && k != "barrier")
+      usage("unknown kind " + k);
 
   try {
     sparcoll::Communicator comm = sparcoll::Communicator::from_env();
@@ -240,6 +317,23 @@ int main(int argc, char** argv) {
             if (!op) usage("bad op " + o);
             add(Case{Kind::reduce_scatter, *dtype, *op, count}, "reduce_scatter " + o + tail);
           }
+        // Rooted: the root takes turns (every root over the cases, not every case at every root).
+        auto rooted = [&](Kind kind, ReduceOp op, bool in_place, const std::string& what) {
+          Case c{kind, *dtype, op, count, static_cast<int>(cases.size() % static_cast<std::size_t>(n))};
+          c.in_place = in_place;
+          const std::string root = " root=" + std::to_string(c.root);
+          add(std::move(c), what + root + tail + (in_place ? " in-place" : " out-of-place"));
+        };
+        if (has("reduce"))
+          for (const auto& o : ops) {
+            const auto op = sparcoll::parse_reduce_op(o);
+            if (!op) usage("bad op " + o);
+            rooted(Kind::reduce, *op, cases.size() % 2 == 1, "reduce " + o);
+          }
+        for (bool in_place : {false, true}) {
+          if (has("gather")) rooted(Kind::gather, ReduceOp::sum, in_place, "gather");
+          if (has("scatter")) rooted(Kind::scatter, ReduceOp::sum, in_place, "scatter");
+        }
       }
       if (large > 0) {
         const std::string tail = " " + dt + " large";
@@ -248,6 +342,9 @@ int main(int argc, char** argv) {
         if (has("allgather")) add(Case{Kind::allgather, *dtype, ReduceOp::sum, per_rank}, "allgather" + tail);
         if (has("reduce_scatter"))
           add(Case{Kind::reduce_scatter, *dtype, ReduceOp::sum, per_rank}, "reduce_scatter sum" + tail);
+        if (has("reduce")) add(Case{Kind::reduce, *dtype, ReduceOp::sum, large, n - 1}, "reduce sum root=last" + tail);
+        if (has("gather")) add(Case{Kind::gather, *dtype, ReduceOp::sum, per_rank, n / 2}, "gather root=middle" + tail);
+        if (has("scatter")) add(Case{Kind::scatter, *dtype, ReduceOp::sum, per_rank, 0}, "scatter root=0" + tail);
       }
     }
 

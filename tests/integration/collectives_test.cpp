@@ -1,4 +1,4 @@
-// broadcast, allgather, reduce_scatter and barrier end to end: sparcoll-run starts N real
+// broadcast, allgather, reduce_scatter, reduce, gather, scatter and barrier end to end: sparcoll-run starts N real
 // processes running sparcoll-check-collectives, which checks every result on every rank
 // (collectives_check.cpp). With dedicated aggregators the workers still run these collectives
 // among themselves, over the connections they make to each other for them.

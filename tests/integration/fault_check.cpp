@@ -297,6 +297,27 @@ int main(int argc, char** argv) {
         return 0;
       }
       comm->broadcast(data.data(), 1000, DataType::f32, 0);
+    } else if (scenario == "reduce_count_mismatch") {
+      std::vector<float> out(4001);
+      comm->reduce(data.data(), out.data(), culprit ? 4001 : 4000, DataType::f32, ReduceOp::sum, 0);
+    } else if (scenario == "gather_count_mismatch") {
+      std::vector<float> all(std::size_t{1001} * static_cast<std::size_t>(comm->size()));
+      comm->gather(data.data(), all.data(), culprit ? 1001 : 1000, DataType::f32, 0);
+    } else if (scenario == "scatter_count_mismatch") {
+      std::vector<float> all(std::size_t{1001} * static_cast<std::size_t>(comm->size()), 1.0f), out(1001);
+      comm->scatter(all.data(), out.data(), culprit ? 1001 : 1000, DataType::f32, 0);
+    } else if (scenario == "reduce_root_disagree" || scenario == "gather_root_disagree" ||
+               scenario == "scatter_root_disagree") {
+      // Both roots are valid ranks: the roots every fragment carries must catch it at once (no
+      // rank may wait for its deadline, nor return success).
+      const int root = culprit ? 1 : 0;
+      std::vector<float> all(std::size_t{1000} * static_cast<std::size_t>(comm->size()), 1.0f), out(1000);
+      if (scenario == "reduce_root_disagree") comm->reduce(data.data(), out.data(), 1000, DataType::f32, ReduceOp::sum, root);
+      if (scenario == "gather_root_disagree") comm->gather(data.data(), all.data(), 1000, DataType::f32, root);
+      if (scenario == "scatter_root_disagree") comm->scatter(all.data(), out.data(), 1000, DataType::f32, root);
+    } else if (scenario == "rooted_bad_root") {
+      std::vector<float> out(1000);
+      comm->reduce(data.data(), out.data(), 1000, DataType::f32, ReduceOp::max, culprit ? comm->size() : 0);
     } else if (scenario == "p2p_null_buffer") {
       std::vector<float> all(std::size_t{1000} * static_cast<std::size_t>(comm->size()));
       comm->allgather(culprit ? nullptr : data.data(), all.data(), 1000, DataType::f32);
@@ -364,12 +385,17 @@ int main(int argc, char** argv) {
     else if (scenario == "null_buffer") rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "sendbuf is null" : "rank 1");
     else if (scenario == "misaligned") rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "not aligned" : "rank 1");
     else if (scenario == "ring_count_mismatch" || scenario == "allgather_count_mismatch" ||
-             scenario == "reduce_scatter_count_mismatch" || scenario == "broadcast_count_mismatch")
+             scenario == "reduce_scatter_count_mismatch" || scenario == "broadcast_count_mismatch" ||
+             scenario == "reduce_count_mismatch" || scenario == "gather_count_mismatch" ||
+             scenario == "scatter_count_mismatch")
       rc = report(rank, e, ErrorCode::mismatch, "differ across ranks");
     else if (scenario == "broadcast_bad_root")
       rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "root 3 is not a rank" : "rank 1");
-    else if (scenario == "broadcast_root_disagree")
-      rc = report(rank, e, ErrorCode::mismatch, "disagree");
+    else if (scenario == "broadcast_root_disagree" || scenario == "reduce_root_disagree" || scenario == "gather_root_disagree" ||
+             scenario == "scatter_root_disagree")
+      rc = report(rank, e, ErrorCode::mismatch, "root differs across ranks");
+    else if (scenario == "rooted_bad_root")
+      rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "root 3 is not a rank" : "rank 1");
     else if (scenario == "broadcast_skipped")
       // The root waits for rank 1's data to come back as an acknowledgement and names it; rank 2
       // waits for the root's commit and names the root (or hears of its failure first).
@@ -388,7 +414,9 @@ int main(int argc, char** argv) {
     if (rc != 0) return rc;
     const bool p2p = scenario.rfind("ring_", 0) == 0 || scenario.rfind("allgather_", 0) == 0 ||
                      scenario.rfind("reduce_scatter_", 0) == 0 || scenario.rfind("broadcast_", 0) == 0 ||
-                     scenario.rfind("p2p_", 0) == 0;
+                     scenario.rfind("p2p_", 0) == 0 || scenario.rfind("reduce_", 0) == 0 ||
+                     scenario.rfind("gather_", 0) == 0 || scenario.rfind("scatter_", 0) == 0 ||
+                     scenario.rfind("rooted_", 0) == 0;
     return p2p ? check_p2p_still_works(*comm) : check_still_works(*comm);
   }
   if (may_succeed(scenario, culprit)) {

@@ -47,14 +47,16 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // The same for the peer-to-peer collectives of the collective thread (ring allreduce, allgather,
-// reduce_scatter, broadcast): a mismatch or a bad argument fails that collective on the ranks
+// reduce_scatter, broadcast, reduce, gather, scatter): a mismatch or a bad argument fails that collective on the ranks
 // that can see it and leaves the communicator usable; a death or a stall fails every survivor.
 INSTANTIATE_TEST_SUITE_P(
     PeerToPeer, Fault,
     ::testing::Combine(::testing::Values("ring_count_mismatch", "allgather_count_mismatch",
                                          "reduce_scatter_count_mismatch", "broadcast_count_mismatch",
                                          "broadcast_bad_root", "broadcast_root_disagree", "broadcast_skipped",
-                                         "p2p_null_buffer", "ring_die", "ring_hang"),
+                                         "p2p_null_buffer", "ring_die", "ring_hang", "reduce_count_mismatch",
+                                         "gather_count_mismatch", "scatter_count_mismatch", "reduce_root_disagree",
+                                         "gather_root_disagree", "scatter_root_disagree", "rooted_bad_root"),
                        ::testing::Values("shm", "tcp")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
