@@ -10,7 +10,9 @@ namespace sparcoll {
 
 // Values are part of the C ABI and of the wire format: append only.
 enum class DataType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, i32 = 3 };
-enum class ReduceOp : std::uint8_t { sum = 0, avg = 1, min = 2, max = 3 };
+// product multiplies (i32 wraps modulo 2^32); like min and max, zero is not its neutral element,
+// so a rank's zero blocks take part in it.
+enum class ReduceOp : std::uint8_t { sum = 0, avg = 1, min = 2, max = 3, product = 4 };
 
 // How an allreduce runs (docs/algorithms.md). Values are part of the C ABI: append only.
 enum class Algorithm : std::uint8_t {
@@ -39,12 +41,12 @@ constexpr std::size_t dtype_size(DataType t) noexcept {
 }
 
 constexpr bool dtype_valid(std::uint8_t raw) noexcept { return raw <= 3; }
-constexpr bool reduce_op_valid(std::uint8_t raw) noexcept { return raw <= 3; }
+constexpr bool reduce_op_valid(std::uint8_t raw) noexcept { return raw <= 4; }
 
 std::string_view dtype_name(DataType t) noexcept;
 std::string_view reduce_op_name(ReduceOp op) noexcept;
 std::optional<DataType> parse_dtype(std::string_view name) noexcept;     // "f32", "float32", ...
-std::optional<ReduceOp> parse_reduce_op(std::string_view name) noexcept;  // "sum", "avg", ...
+std::optional<ReduceOp> parse_reduce_op(std::string_view name) noexcept;  // "sum", "avg", "product", ...
 std::string_view algorithm_name(Algorithm a) noexcept;                    // "ring", "auto", ...
 std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept;
 

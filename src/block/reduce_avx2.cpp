@@ -46,8 +46,14 @@ struct MaxF {
     return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
   }
 };
+struct MulF {
+  static __m256 apply(__m256 a, __m256 b) noexcept { return _mm256_mul_ps(a, b); }
+};
 struct AddI {
   static __m256i apply(__m256i a, __m256i b) noexcept { return _mm256_add_epi32(a, b); }  // wraps
+};
+struct MulI {
+  static __m256i apply(__m256i a, __m256i b) noexcept { return _mm256_mullo_epi32(a, b); }  // low 32 bits: wraps
 };
 struct MinI {
   static __m256i apply(__m256i a, __m256i b) noexcept { return _mm256_min_epi32(a, b); }
@@ -122,6 +128,7 @@ void combine_float(ReduceOp op, const void* src, void* acc, std::size_t n) noexc
     case ReduceOp::avg: return combine<Src, AddF>(s, a, n);
     case ReduceOp::min: return combine<Src, MinF>(s, a, n);
     case ReduceOp::max: return combine<Src, MaxF>(s, a, n);
+    case ReduceOp::product: return combine<Src, MulF>(s, a, n);
   }
 }
 
@@ -140,6 +147,7 @@ void acc_reduce_avx2(DataType dt, ReduceOp op, const void* src, void* acc, std::
         case ReduceOp::avg: return combine_int<AddI>(s, a, n);
         case ReduceOp::min: return combine_int<MinI>(s, a, n);
         case ReduceOp::max: return combine_int<MaxI>(s, a, n);
+        case ReduceOp::product: return combine_int<MulI>(s, a, n);
       }
       return;
     }
@@ -151,11 +159,13 @@ void acc_reduce_zero_avx2(DataType dt, ReduceOp op, void* acc, std::size_t n) no
     auto* a = static_cast<std::int32_t*>(acc);
     if (op == ReduceOp::min) combine_zero_int<MinI>(a, n);
     if (op == ReduceOp::max) combine_zero_int<MaxI>(a, n);
+    if (op == ReduceOp::product) combine_zero_int<MulI>(a, n);
     return;
   }
   auto* a = static_cast<float*>(acc);
   if (op == ReduceOp::min) combine_zero<MinF>(a, n);
   if (op == ReduceOp::max) combine_zero<MaxF>(a, n);
+  if (op == ReduceOp::product) combine_zero<MulF>(a, n);
 }
 
 }  // namespace sparcoll::block

@@ -57,8 +57,14 @@ struct MaxF {
     return _mm512_mask_mov_ps(_mm512_max_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
   }
 };
+struct MulF {
+  SPARCOLL_AVX512 static __m512 apply(__m512 a, __m512 b) noexcept { return _mm512_mul_ps(a, b); }
+};
 struct AddI {
   SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_add_epi32(a, b); }  // wraps
+};
+struct MulI {
+  SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_mullo_epi32(a, b); }  // wraps
 };
 struct MinI {
   SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_min_epi32(a, b); }
@@ -111,6 +117,7 @@ SPARCOLL_AVX512 void combine_float(ReduceOp op, const void* src, void* acc, std:
     case ReduceOp::avg: return combine<Src, AddF>(s, a, n);
     case ReduceOp::min: return combine<Src, MinF>(s, a, n);
     case ReduceOp::max: return combine<Src, MaxF>(s, a, n);
+    case ReduceOp::product: return combine<Src, MulF>(s, a, n);
   }
 }
 
@@ -129,6 +136,7 @@ SPARCOLL_AVX512 void acc_reduce_avx512(DataType dt, ReduceOp op, const void* src
         case ReduceOp::avg: return combine_int<AddI>(s, a, n);
         case ReduceOp::min: return combine_int<MinI>(s, a, n);
         case ReduceOp::max: return combine_int<MaxI>(s, a, n);
+        case ReduceOp::product: return combine_int<MulI>(s, a, n);
       }
       return;
     }
@@ -140,11 +148,13 @@ SPARCOLL_AVX512 void acc_reduce_zero_avx512(DataType dt, ReduceOp op, void* acc,
     auto* a = static_cast<std::int32_t*>(acc);
     if (op == ReduceOp::min) combine_zero_int<MinI>(a, n);
     if (op == ReduceOp::max) combine_zero_int<MaxI>(a, n);
+    if (op == ReduceOp::product) combine_zero_int<MulI>(a, n);
     return;
   }
   auto* a = static_cast<float*>(acc);
   if (op == ReduceOp::min) combine_zero<MinF>(a, n);
   if (op == ReduceOp::max) combine_zero<MaxF>(a, n);
+  if (op == ReduceOp::product) combine_zero<MulF>(a, n);
 }
 
 }  // namespace sparcoll::block

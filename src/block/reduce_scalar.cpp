@@ -37,6 +37,9 @@ void combine_float(ReduceOp op, const void* src, float* acc, std::size_t n) noex
     case ReduceOp::max:
       for (std::size_t i = 0; i < n; ++i) acc[i] = max_nan(acc[i], widen(src, i));
       return;
+    case ReduceOp::product:
+      for (std::size_t i = 0; i < n; ++i) acc[i] = acc[i] * widen(src, i);
+      return;
   }
 }
 
@@ -53,6 +56,10 @@ void combine_int(ReduceOp op, const std::int32_t* src, std::int32_t* acc, std::s
       return;
     case ReduceOp::max:
       for (std::size_t i = 0; i < n; ++i) acc[i] = src[i] > acc[i] ? src[i] : acc[i];
+      return;
+    case ReduceOp::product:
+      for (std::size_t i = 0; i < n; ++i)
+        acc[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[i]) * static_cast<std::uint32_t>(src[i]));
       return;
   }
 }
@@ -71,6 +78,16 @@ void acc_reduce_scalar(DataType dt, ReduceOp op, const void* src, void* acc, std
 }
 
 void acc_reduce_zero_scalar(DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept {
+  if (op == ReduceOp::product) {
+    // x * 0: 0 with x's sign for floats, NaN for NaN and infinities (IEEE, as the kernels above).
+    if (dt == DataType::i32) {
+      if (n != 0) std::memset(acc, 0, n * 4);
+      return;
+    }
+    auto* facc = static_cast<float*>(acc);
+    for (std::size_t i = 0; i < n; ++i) facc[i] = facc[i] * 0.0f;
+    return;
+  }
   if (op != ReduceOp::min && op != ReduceOp::max) return;
   if (dt == DataType::i32) {
     auto* iacc = static_cast<std::int32_t*>(acc);

@@ -19,6 +19,7 @@ std::string_view reduce_op_name(ReduceOp op) noexcept {
     case ReduceOp::avg: return "avg";
     case ReduceOp::min: return "min";
     case ReduceOp::max: return "max";
+    case ReduceOp::product: return "product";
   }
   return "?";
 }
@@ -36,6 +37,7 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view s) noexcept {
   if (s == "avg" || s == "mean") return ReduceOp::avg;
   if (s == "min") return ReduceOp::min;
   if (s == "max") return ReduceOp::max;
+  if (s == "product" || s == "prod") return ReduceOp::product;
   return std::nullopt;
 }
 

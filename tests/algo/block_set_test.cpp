@@ -69,14 +69,17 @@ TEST(BlockSet, MergeCombinesSharedBlocksAndKeepsTheOthersAsOpWithZero) {
   const auto a = tensor(count, 1, [](std::size_t b) { return b % 2 == 0 || b == 70; });
   const auto b = tensor(count, 2, [](std::size_t b) { return b % 3 == 0; });
   const auto sa = pack(a, g), sb = pack(b, g);
-  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
+  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max, ReduceOp::product}) {
     std::vector<std::byte> merged;
     merge_block_sets(parse_ok(sa, g), parse_ok(sb, g), g, op, &merged);
     const BlockSetView view = parse_ok(merged, g);
     std::vector<float> out(count);
     unpack_block_set(view, g, DataType::f32, op, 2, out.data());
     for (std::size_t i = 0; i < count; ++i) {
-      const float want = op == ReduceOp::sum ? a[i] + b[i] : op == ReduceOp::min ? std::min(a[i], b[i]) : std::max(a[i], b[i]);
+      const float want = op == ReduceOp::sum       ? a[i] + b[i]
+                         : op == ReduceOp::min     ? std::min(a[i], b[i])
+                         : op == ReduceOp::product ? a[i] * b[i]
+                                                   : std::max(a[i], b[i]);
       ASSERT_EQ(out[i], want) << "op " << static_cast<int>(op) << " element " << i;
     }
   }

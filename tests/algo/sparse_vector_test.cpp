@@ -69,6 +69,12 @@ std::map<std::uint32_t, double> reference_merge(const SparseVector& a, const Spa
         break;
       case ReduceOp::min: out[i] = std::min(x, y); break;
       case ReduceOp::max: out[i] = std::max(x, y); break;
+      case ReduceOp::product:  // an index one side lacks is 0 there
+        out[i] = acc == DataType::i32 ? static_cast<double>(static_cast<std::int32_t>(
+                                            static_cast<std::uint32_t>(static_cast<std::int64_t>(x)) *
+                                            static_cast<std::uint32_t>(static_cast<std::int64_t>(y))))
+                                      : x * y;
+        break;
     }
   }
   return out;
@@ -100,7 +106,8 @@ TEST_P(MergeTest, MatchesAPlainMergeOverTheUnionOfIndices) {
 
 INSTANTIATE_TEST_SUITE_P(Sparse, MergeTest,
                          ::testing::Combine(::testing::Values(DataType::f32, DataType::i32),
-                                            ::testing::Values(ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max),
+                                            ::testing::Values(ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max,
+                                                              ReduceOp::product),
                                             ::testing::Bool()));
 
 TEST(SparseMerge, TheLeftOperandStaysOnTheLeft) {

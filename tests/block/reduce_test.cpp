@@ -21,7 +21,7 @@ namespace {
 using test::runnable_levels;
 
 constexpr DataType kDtypes[] = {DataType::f32, DataType::f16, DataType::bf16, DataType::i32};
-constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max};
+constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max, ReduceOp::product};
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
@@ -39,6 +39,7 @@ float widen(DataType dt, const std::vector<std::uint32_t>& v, std::size_t i) {
 
 float ref_combine(ReduceOp op, float acc, float x) {
   if (op == ReduceOp::sum || op == ReduceOp::avg) return acc + x;
+  if (op == ReduceOp::product) return acc * x;
   if (std::isnan(acc)) return acc;
   if (std::isnan(x)) return x;
   if (op == ReduceOp::min) return x <= acc ? x : acc;  // ties take the contribution
@@ -51,6 +52,8 @@ std::int32_t ref_combine_int(ReduceOp op, std::int32_t acc, std::int32_t x) {
     case ReduceOp::avg: return static_cast<std::int32_t>(static_cast<std::int64_t>(acc) + x);  // C++20: modular
     case ReduceOp::min: return std::min(acc, x);
     case ReduceOp::max: return std::max(acc, x);
+    case ReduceOp::product:
+      return static_cast<std::int32_t>(static_cast<std::uint32_t>(acc) * static_cast<std::uint32_t>(x));  // wraps
   }
   return 0;
 }
@@ -131,7 +134,7 @@ std::vector<std::uint32_t> reference_result(DataType dt, ReduceOp op, const std:
     }
     float acc = widen(dt, c[0], i);
     acc = ref_combine(op, acc, widen(dt, c[1], i));
-    if (op == ReduceOp::min || op == ReduceOp::max) acc = ref_combine(op, acc, 0.0f);
+    if (op != ReduceOp::sum && op != ReduceOp::avg) acc = ref_combine(op, acc, 0.0f);
     acc = ref_combine(op, acc, widen(dt, c[2], i));
     if (op == ReduceOp::avg) acc /= 4.0f;
     out[i] = dt == DataType::f32   ? std::bit_cast<std::uint32_t>(acc)
@@ -172,7 +175,7 @@ TEST(BlockReduce, EveryDtypeOpAndLevelMatchesReference) {
           for (std::size_t i = 0; i < n; ++i) {
             // Which NaN a sum yields depends on operand order inside the adder; only NaN-ness
             // is specified. Everything else, min/max NaNs included, is bit-exact.
-            if ((op == ReduceOp::sum || op == ReduceOp::avg) && is_nan_pattern(dt, want[i])) {
+            if ((op == ReduceOp::sum || op == ReduceOp::avg || op == ReduceOp::product) && is_nan_pattern(dt, want[i])) {
               ASSERT_TRUE(is_nan_pattern(dt, got[i])) << simd_level_name(level) << " " << dtype_name(dt) << " "
                                                       << reduce_op_name(op) << " n " << n << " i " << i;
               continue;

@@ -318,4 +318,22 @@ TEST(AllreduceInt32, AvgIsExactAndSumWrapsWithEveryAlgorithm) {
   }
 }
 
+// ReduceOp::product, whose zero is not neutral (a rank's zero block zeroes the result's), with
+// every algorithm and dtype, allreduce and reduce, co-located and with a dedicated aggregator.
+TEST(AllreduceProduct, EveryAlgorithmDtypeAndTransport) {
+  for (const char* transport : {"shm", "tcp"}) {
+    for (const char* ranks : {"2", "3"}) {
+      for (const char* aggregators : {"0", "1"}) {
+        const sparcoll::testing::LaunchResult r = sparcoll::testing::launch(
+            {"-n", ranks, "--transport", transport, "--aggregators", aggregators, "--",
+             sparcoll::testing::build_path("tests/integration/sparcoll-product-check")},
+            {}, std::chrono::seconds(120));
+        EXPECT_EQ(r.exit_code, 0) << transport << ", " << ranks << " ranks, " << aggregators << " aggregators:\n"
+                                  << r.out << r.err;
+        EXPECT_NE(r.out.find("cases ok"), std::string::npos) << r.out;
+      }
+    }
+  }
+}
+
 }  // namespace

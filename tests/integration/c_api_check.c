@@ -55,6 +55,10 @@ int main(void) {
     s = sparcoll_allreduce_algo(comm, v, v, 300, SPARCOLL_FLOAT32, SPARCOLL_SUM, SPARCOLL_ALGO_RING);
     CHECK(s == SPARCOLL_SUCCESS && v[0] == want && v[299] == want, "ring allreduce: %f (%s)", v[0],
           sparcoll_last_error());
+    int prod[3] = {-1, 2, rank == 0 ? 0 : 3};
+    s = sparcoll_allreduce(comm, prod, prod, 3, SPARCOLL_INT32, SPARCOLL_PROD);
+    CHECK(s == SPARCOLL_SUCCESS && prod[0] == (size % 2 ? -1 : 1) && prod[1] == 1 << size && prod[2] == 0,
+          "product: %d %d %d (%s)", prod[0], prod[1], prod[2], sparcoll_last_error());
     int m[7];
     for (int i = 0; i < 7; ++i) m[i] = rank * 7 + i;
     s = sparcoll_allreduce_algo(comm, m, m, 7, SPARCOLL_INT32, SPARCOLL_MAX, SPARCOLL_ALGO_BUTTERFLY);
