@@ -1,8 +1,8 @@
-// broadcast, allgather and reduce_scatter for the torch backend, one function each, on
-// sparcoll's native ibroadcast / iallgather / ireduce_scatter (the communicator's collective
-// thread).
+// broadcast, allgather, gather, scatter and reduce_scatter for the torch backend, one function
+// each, on sparcoll's native ibroadcast / iallgather / igather / iscatter / ireduce_scatter (the
+// communicator's collective thread).
 //
-// broadcast and allgather move bytes: the data travels as i32 words, which they copy without
+// broadcast, allgather, gather and scatter move bytes: the data travels as i32 words, which they copy without
 // looking at them, so every torch dtype (int64, bool, float64, NaN payloads, -0.0) arrives bit
 // for bit. The word count depends on the byte count only (ceil(bytes / 4)), so every rank passes
 // the same count whatever its buffer's address; a buffer whose size is not a multiple of 4 bytes
@@ -34,6 +34,14 @@ Started start_broadcast(sparcoll::Communicator& comm, void* data, std::size_t by
 // directly, else in a staging buffer first.
 Started start_allgather(sparcoll::Communicator& comm, const void* send, std::size_t bytes, std::vector<void*> recv);
 
+// On `root`, recv[r] (bytes long) receives rank r's `send`; recv has size() entries there and is
+// empty elsewhere. Consecutive word-aligned slots receive directly, others through staging.
+Started start_gather(sparcoll::Communicator& comm, const void* send, std::size_t bytes, std::vector<void*> recv,
+                     int root);
+// recv (bytes long) on rank r receives `send[r]` of `root`; send has size() entries on the root
+// and is empty elsewhere.
+Started start_scatter(sparcoll::Communicator& comm, std::vector<const void*> send, void* recv, std::size_t bytes,
+                      int root);
 // recv (count elements) receives chunk rank() of reduce(send over ranks); send is size() * count.
 // A recv inside send (a view of the input) reduces from a copy of send.
 Started start_reduce_scatter(sparcoll::Communicator& comm, const void* send, void* recv, std::size_t count,

@@ -91,9 +91,10 @@ sparcoll::ReduceOp reduce_op(const char* op, const c10d::ReduceOp& r) {
     case c10d::ReduceOp::AVG: return sparcoll::ReduceOp::avg;
     case c10d::ReduceOp::MIN: return sparcoll::ReduceOp::min;
     case c10d::ReduceOp::MAX: return sparcoll::ReduceOp::max;
+    case c10d::ReduceOp::PRODUCT: return sparcoll::ReduceOp::product;
     default:
       TORCH_CHECK(false, "sparcoll: ", op, ": ReduceOp.", reduce_op_name(r.op_),
-                  " is not supported; use SUM, AVG, MIN or MAX");
+                  " is not supported; use SUM, AVG, MIN, MAX or PRODUCT");
   }
 }
 
@@ -151,7 +152,7 @@ void unpack_bytes(const std::byte* src, const std::vector<at::Tensor>& tensors) 
 [[noreturn]] void unsupported(const char* op) {
   TORCH_CHECK(false, "sparcoll: ", op,
               " is not supported by the sparcoll backend (it runs allreduce, broadcast, allgather, "
-              "allgather_coalesced, reduce_scatter and barrier); run it on a gloo group: torch.distributed.new_group(backend=\"gloo\")");
+              "allgather_coalesced, reduce_scatter, reduce, gather, scatter and barrier); run it on a gloo group: torch.distributed.new_group(backend=\"gloo\")");
 }
 
 // Completed from the CompletionQueue thread; Work::wait() and the Future both wait on it.
@@ -635,20 +636,113 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::barrier(const c10d::Barrier
   });
 }
 
+// --- reduce, gather, scatter -------------------------------------------------------------------
+
+namespace {
+
+void check_root(const char* op, std::int64_t root, int size) {
+  TORCH_CHECK(root >= 0 && root < size, "sparcoll: ", op, ": root rank ", root, " is not a rank of this group (0..",
+              size - 1, ")");
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::ReduceOptions& opts) {
+  return run("reduce", c10d::OpType::REDUCE, Sequence::collective, [&] {
+    const char* op = "reduce";
+    TORCH_CHECK(tensors.size() == 1, "sparcoll: reduce: takes one tensor per call (got ", tensors.size(), ")");
+    check_root(op, opts.rootRank, size_);
+    TORCH_CHECK(opts.rootTensor == 0, "sparcoll: reduce: rootTensor ", opts.rootTensor,
+                " (one tensor per device) is not supported");
+    at::Tensor& t = tensors[0];
+    check_tensor(op, "the tensor", t);
+    const sparcoll::DataType dtype = reducible_dtype(op, "the tensor", t);
+    const sparcoll::ReduceOp code = reduce_op(op, opts.reduceOp);
+    const int root = static_cast<int>(opts.rootRank);
+    Issued issued;
+    issued.outputs = tensors;
+    // In place on the root; the other ranks' tensors are only read (as gloo leaves them).
+    issued.ops.push_back(Started{comm_->ireduce(t.data_ptr(), rank_ == root ? t.data_ptr() : nullptr,
+                                                static_cast<std::size_t>(t.numel()), dtype, code, root),
+                                 nullptr});
+    return issued;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::GatherOptions& opts) {
+  return run("gather", c10d::OpType::GATHER, Sequence::collective, [&] {
+    const char* op = "gather";
+    check_root(op, opts.rootRank, size_);
+    const int root = static_cast<int>(opts.rootRank);
+    TORCH_CHECK(inputs.size() == 1, "sparcoll: gather: takes one input tensor per call (got ", inputs.size(), ")");
+    check_tensor(op, "the input tensor", inputs[0]);
+    std::vector<void*> recv;
+    Issued issued;
+    if (rank_ == root) {
+      TORCH_CHECK(outputs.size() == 1, "sparcoll: gather: the root takes one output list (got ", outputs.size(), ")");
+      TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, "sparcoll: gather: the output list has ",
+                  outputs[0].size(), " tensors; it needs one per rank (", size_, ")");
+      for (std::size_t r = 0; r < outputs[0].size(); ++r) {
+        const std::string name = "output tensor " + std::to_string(r);
+        check_tensor(op, name, outputs[0][r]);
+        check_same_shape_and_dtype(op, name, outputs[0][r], inputs[0], inputs[0].numel());
+        recv.push_back(outputs[0][r].data_ptr());
+      }
+      issued.outputs = outputs[0];
+    } else {
+      TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()), "sparcoll: gather: rank ", rank_,
+                  " is not the root (", root, ") and takes no output list");
+    }
+    Started s = start_gather(*comm_, inputs[0].data_ptr(), inputs[0].nbytes(), std::move(recv), root);
+    s.finish = keeping(inputs[0], std::move(s.finish));  // sparcoll's igather reads it until done
+    issued.ops.push_back(std::move(s));
+    return issued;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::scatter(std::vector<at::Tensor>& outputs,
+                                                             std::vector<std::vector<at::Tensor>>& inputs,
+                                                             const c10d::ScatterOptions& opts) {
+  return run("scatter", c10d::OpType::SCATTER, Sequence::collective, [&] {
+    const char* op = "scatter";
+    check_root(op, opts.rootRank, size_);
+    const int root = static_cast<int>(opts.rootRank);
+    TORCH_CHECK(outputs.size() == 1, "sparcoll: scatter: takes one output tensor per call (got ", outputs.size(), ")");
+    check_tensor(op, "the output tensor", outputs[0]);
+    std::vector<const void*> send;
+    std::vector<at::Tensor> kept;
+    if (rank_ == root) {
+      TORCH_CHECK(inputs.size() == 1, "sparcoll: scatter: the root takes one input list (got ", inputs.size(), ")");
+      TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, "sparcoll: scatter: the input list has ",
+                  inputs[0].size(), " tensors; it needs one per rank (", size_, ")");
+      for (std::size_t r = 0; r < inputs[0].size(); ++r) {
+        const std::string name = "input tensor " + std::to_string(r);
+        check_tensor(op, name, inputs[0][r]);
+        check_same_shape_and_dtype(op, name, inputs[0][r], outputs[0], outputs[0].numel());
+        send.push_back(inputs[0][r].data_ptr());
+      }
+      kept = inputs[0];
+    } else {
+      TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()), "sparcoll: scatter: rank ", rank_,
+                  " is not the root (", root, ") and takes no input list");
+    }
+    Issued issued;
+    issued.outputs = outputs;
+    Started s = start_scatter(*comm_, std::move(send), outputs[0].data_ptr(), outputs[0].nbytes(), root);
+    // sparcoll's iscatter reads the root's inputs until done.
+    s.finish = [kept, inner = std::move(s.finish)] {
+      if (inner) inner();
+    };
+    issued.ops.push_back(std::move(s));
+    return issued;
+  });
+}
+
 // --- unsupported -----------------------------------------------------------------------------
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce(std::vector<at::Tensor>&, const c10d::ReduceOptions&) {
-  unsupported("reduce");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::gather(std::vector<std::vector<at::Tensor>>&,
-                                                            std::vector<at::Tensor>&, const c10d::GatherOptions&) {
-  unsupported("gather");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::scatter(std::vector<at::Tensor>&,
-                                                             std::vector<std::vector<at::Tensor>>&,
-                                                             const c10d::ScatterOptions&) {
-  unsupported("scatter");
-}
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
                                                                    std::vector<int64_t>&,
                                                                    const c10d::AllToAllOptions&) {

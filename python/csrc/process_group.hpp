@@ -1,8 +1,9 @@
 // c10d::ProcessGroup "sparcoll": torch.distributed collectives on a sparcoll::Communicator.
 //
-// Supported: allreduce (+ allreduce_coalesced; sum/avg/min/max; f32, f16, bf16, i32; several
+// Supported: allreduce (+ allreduce_coalesced; sum/avg/min/max/product; f32, f16, bf16, i32; several
 // tensors per call, each reduced on its own; torch.sparse COO tensors), broadcast, allgather
-// (+ _allgather_base), reduce_scatter (+ _reduce_scatter_base), barrier. Every other operation
+// (+ _allgather_base, allgather_coalesced), reduce_scatter (+ _reduce_scatter_base), reduce,
+// gather, scatter, barrier. Every other operation
 // throws a RuntimeError naming it. Works are asynchronous: collectives are issued with
 // sparcoll's non-blocking calls and completed by a CompletionQueue thread.
 #pragma once
@@ -50,14 +51,17 @@ class ProcessGroupSparcoll final : public c10d::ProcessGroup {
       const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
 
-  // Not supported: each throws "sparcoll: <op> is not supported ...".
-  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>&, const c10d::ReduceOptions&) override;
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>&,
                                                      std::vector<at::Tensor>&, const c10d::AllgatherOptions&) override;
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&,
-                                        const c10d::GatherOptions&) override;
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>&, std::vector<std::vector<at::Tensor>>&,
-                                         const c10d::ScatterOptions&) override;
+  // The root's tensor is reduced in place; the others' are only read.
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  // Any dtype (bytes); the output list on the root only, the input list on the root only.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  // Not supported: each throws "sparcoll: <op> is not supported ...".
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
                                                std::vector<int64_t>&, const c10d::AllToAllOptions&) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,

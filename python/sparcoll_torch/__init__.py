@@ -3,8 +3,9 @@
     import sparcoll_torch                     # registers the "sparcoll" backend
     torch.distributed.init_process_group("sparcoll")
 
-Collectives: allreduce (SUM, AVG, MIN, MAX on float32, float16, bfloat16, int32; several tensors
-per call; torch.sparse_coo), broadcast, allgather, allgather_coalesced, reduce_scatter, barrier.
+Collectives: allreduce (SUM, AVG, MIN, MAX, PRODUCT on float32, float16, bfloat16, int32; several
+tensors per call; torch.sparse_coo), broadcast, allgather, allgather_coalesced, reduce_scatter,
+reduce, gather, scatter, barrier.
 Every other operation raises RuntimeError naming it. See docs/pytorch.md.
 """
 import torch.distributed as dist  # registers torch's ProcessGroup type, which _C returns

@@ -1,10 +1,13 @@
-"""broadcast, all_gather and reduce_scatter on sparcoll's native collectives, bit for bit.
+"""broadcast, all_gather, gather, scatter, reduce and reduce_scatter on sparcoll's native
+collectives, bit for bit.
 
 Run by run_torchrun.py with 2 ranks (works with any number). Covers every dtype torch moves as
 bytes (int64, bool, float64 with NaN payloads and -0.0, odd-sized uint8 and float16 that take
 the padded staging path), one call with several tensors, the direct and the staged allgather,
 in-place _all_gather_base, all_gather_coalesced (one dtype per list through torch, any through the
-backend), reduce_scatter with each op, and all_reduce of torch.sparse_coo tensors
+backend), gather and scatter of every byte dtype (and complex64) from every root, with the
+root's lists only on the root, reduce with each op to every root, reduce_scatter with each op,
+and all_reduce of torch.sparse_coo tensors
 (sparcoll's index-value sparse allreduce; compared with the dense sum, each as it would come
 from an embedding gradient and from odder shapes). Exits 1 listing what differed.
 """
@@ -132,6 +135,75 @@ def main():
             check(f"allgather_coalesced mixed {d} x {n} from {r}", t, payload(r, d, n))
     # Nothing at all to gather still completes on every rank.
     pg.allgather_coalesced([[torch.empty(0)] for _ in range(world)], [torch.empty(0)]).wait()
+
+    # gather and scatter: any dtype (bytes), every root; the lists exist on the root only.
+    for root in range(world):
+        for dtype, n in kinds + [(torch.complex64, 11)]:
+            mine = payload(rank, torch.float32 if dtype == torch.complex64 else dtype, 2 * n if dtype == torch.complex64 else n)
+            if dtype == torch.complex64:
+                mine = torch.view_as_complex(mine.reshape(n, 2))
+            outs = [torch.empty(n, dtype=dtype) for _ in range(world)] if rank == root else None
+            dist.gather(mine, gather_list=outs, dst=root)
+            if rank == root:
+                for r in range(world):
+                    want = payload(r, torch.float32 if dtype == torch.complex64 else dtype,
+                                   2 * n if dtype == torch.complex64 else n)
+                    if dtype == torch.complex64:
+                        want = torch.view_as_complex(want.reshape(n, 2))
+                    check(f"gather {dtype} x {n} to {root} slot {r}", outs[r], want)
+            pieces = [payload(100 + r, dtype, n) for r in range(world)] if dtype != torch.complex64 else \
+                [torch.view_as_complex(payload(100 + r, torch.float32, 2 * n).reshape(n, 2)) for r in range(world)]
+            out = torch.empty(n, dtype=dtype)
+            dist.scatter(out, scatter_list=pieces if rank == root else None, src=root)
+            check(f"scatter {dtype} x {n} from {root}", out, pieces[rank])
+    # An unaligned odd-sized view gathers and scatters through staging, the bytes around it kept.
+    base = payload(rank, torch.uint8, 12)
+    outs = [torch.zeros(7, dtype=torch.uint8) for _ in range(world)] if rank == 0 else None
+    dist.gather(base[1:8], gather_list=outs, dst=0)
+    if rank == 0:
+        for r in range(world):
+            check(f"gather unaligned uint8 view slot {r}", outs[r], payload(r, torch.uint8, 12)[1:8])
+    dist.scatter(base[1:8], scatter_list=[payload(50 + r, torch.uint8, 7) for r in range(world)] if rank == 0 else None,
+                 src=0)
+    check("scatter into an unaligned uint8 view", base[1:8], payload(50 + rank, torch.uint8, 7))
+    check("scatter into an unaligned view, bytes around it", base[8:], payload(rank, torch.uint8, 12)[8:])
+
+    # reduce: the root's tensor in place, every op, every root; the others' tensors unchanged.
+    for root in range(world):
+        for op, fold in [(dist.ReduceOp.SUM, lambda xs: sum(xs)), (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0)[0]),
+                         (dist.ReduceOp.MIN, lambda xs: torch.stack(xs).min(0)[0])]:
+            for dtype in (torch.float32, torch.int32):
+                n = 77
+                t = (torch.arange(n) * (rank + 1) - 30 * rank).to(dtype)
+                dist.reduce(t, dst=root, op=op)
+                mine = (torch.arange(n) * (rank + 1) - 30 * rank).to(dtype)
+                want = fold([(torch.arange(n) * (r + 1) - 30 * r).to(dtype) for r in range(world)]).to(dtype)
+                check(f"reduce {dtype} {op} to {root}", t, want if rank == root else mine)
+    # PRODUCT: zero blocks take part; powers of two keep every order exact.
+    for dtype in (torch.float32, torch.int32, torch.bfloat16):
+        t = torch.tensor([(-2.0) ** ((rank + i) % 3) for i in range(600)]).to(dtype)
+        t[256:512] = 0 if rank == 0 else t[256:512]
+        want = torch.ones(600, dtype=torch.float64)
+        for r in range(world):
+            x = torch.tensor([(-2.0) ** ((r + i) % 3) for i in range(600)], dtype=torch.float64)
+            x[256:512] = 0 if r == 0 else x[256:512]
+            want *= x
+        got = t.clone()
+        dist.all_reduce(got, op=dist.ReduceOp.PRODUCT)
+        check(f"all_reduce {dtype} PRODUCT", got, want.to(dtype))
+        got = t.clone()
+        dist.reduce(got, dst=world - 1, op=dist.ReduceOp.PRODUCT)
+        if rank == world - 1:
+            check(f"reduce {dtype} PRODUCT", got, want.to(dtype))
+    t = torch.full((10,), float(rank + 1))
+    dist.reduce(t, dst=world - 1, op=dist.ReduceOp.AVG)
+    if rank == world - 1:
+        check("reduce f32 AVG", t, torch.full((10,), sum(r + 1 for r in range(world)) / world))
+    t = torch.full((5,), 2**31 - 1 - rank, dtype=torch.int32)
+    dist.reduce(t, dst=0, op=dist.ReduceOp.AVG)  # exact: the sum overflows int32
+    if rank == 0:
+        check("reduce int32 AVG near INT32_MAX", t,
+              torch.full((5,), sum(2**31 - 1 - r for r in range(world)) // world, dtype=torch.int32))
 
     for op, fold in [(dist.ReduceOp.SUM, lambda xs: sum(xs)), (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0)[0]),
                      (dist.ReduceOp.MIN, lambda xs: torch.stack(xs).min(0)[0])]:

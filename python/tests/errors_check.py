@@ -58,16 +58,37 @@ def dropped_group_with_a_collective_in_flight(rank, world):
     print(f"rank {rank}: dropped group with a collective in flight: ok", flush=True)
 
 
+def reduce_options(root):
+    opts = dist.ReduceOptions()
+    opts.rootRank = root
+    opts.reduceOp = dist.ReduceOp.SUM
+    return opts
+
+
 def main():
     dist.init_process_group("sparcoll")
     rank, world = dist.get_rank(), dist.get_world_size()
     pg = dist.distributed_c10d._get_default_group()
     cases = [
-        ("unsupported gather", "sparcoll: gather is not supported",
-         lambda: dist.gather(torch.ones(2), [torch.ones(2) for _ in range(world)] if rank == 0 else None)),
-        ("unsupported reduce", "sparcoll: reduce is not supported", lambda: dist.reduce(torch.ones(2), 0)),
-        ("unsupported scatter", "sparcoll: scatter is not supported",
-         lambda: dist.scatter(torch.ones(2), [torch.ones(2) for _ in range(world)] if rank == 0 else None)),
+        ("reduce dtype", "has dtype torch.int64", lambda: dist.reduce(torch.ones(2, dtype=torch.int64), 0)),
+        ("reduce root not a rank", f"root rank {world} is not a rank of this group",
+         lambda: pg.reduce([torch.ones(2)], reduce_options(world)).wait()),
+        # Rooted collectives, bad input on the root only: its own message, an abort elsewhere.
+        ("gather output list on the root",
+         "needs one per rank" if rank == 0 else "that rank's input failed the backend's checks",
+         lambda: dist.gather(torch.ones(2), [torch.ones(2)] if rank == 0 else None, dst=0)),
+        ("scatter input shape on the root",
+         "input tensor 0 has 3 elements, 2 expected" if rank == 1 else "that rank's input failed the backend's checks",
+         lambda: dist.scatter(torch.empty(2), [torch.ones(3) for _ in range(world)] if rank == 1 else None, src=1)),
+        # The ranks name different roots, or different sizes: a mismatch on every rank.
+        ("reduce roots differ across ranks", ("root differs across ranks", "failed it"),
+         lambda: dist.reduce(torch.ones(4), dst=rank)),
+        ("gather sizes differ across ranks", ("differ across ranks", "failed it"),
+         lambda: dist.gather(torch.ones(3 + rank), [torch.empty(3) for _ in range(world)] if rank == 0 else None,
+                             dst=0)),
+        ("scatter sizes differ across ranks", ("differ across ranks", "failed it"),
+         lambda: dist.scatter(torch.empty(3 + rank), [torch.ones(3) for _ in range(world)] if rank == 0 else None,
+                              src=0)),
         ("unsupported all_to_all", "sparcoll: alltoall_base is not supported",
          lambda: dist.all_to_all_single(torch.ones(world), torch.ones(world))),
         ("non-contiguous", "is not contiguous", lambda: dist.all_reduce(torch.ones(4, 6).t())),
@@ -76,8 +97,8 @@ def main():
         ("dtype of reduce_scatter", "has dtype torch.int64",
          lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.int64),
                                      [torch.ones(2, dtype=torch.int64) for _ in range(world)])),
-        ("reduce op", "ReduceOp.PRODUCT is not supported",
-         lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.PRODUCT)),
+        ("reduce op", "ReduceOp.BXOR is not supported",
+         lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BXOR)),
         ("layout sparse_csr", "has layout torch.sparse_csr",
          lambda: pg.allreduce([torch.eye(3).to_sparse_csr()]).wait()),
         # torch 1.13 registers c10d kernels for CPU and CUDA only: other devices stop in its
