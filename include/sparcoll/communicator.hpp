@@ -23,6 +23,9 @@ class CommunicatorImpl;
 struct RequestState;
 }  // namespace detail
 
+// The source of a recv that takes a message from any rank (Communicator::recv).
+inline constexpr int kAnySource = -1;
+
 // Counters of one operation, for benchmarks and tests.
 struct OpStats {
   std::uint64_t bytes_sent = 0;      // payload + headers this rank's worker sent
@@ -180,6 +183,19 @@ class Communicator {
   // count elements, on `root`). In place when recv == send + root * count elements on the root.
   void scatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
   Request iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
+
+  // Point to point, outside collectives (only the two ranks call them): `bytes` bytes to or
+  // from rank `peer` with a tag (>= 0). A recv takes the first message from `peer` (or, with
+  // kAnySource, from any rank) with its tag; each sender's messages are taken in the order it
+  // sent them. The message's size must be the recv's (else the recv fails with `mismatch`). A
+  // send completes once the transport has its bytes (its buffer is free again), a recv once the
+  // message is in `data`; *source (when not null) is then who sent it. Both fail with `timeout`
+  // after options.deadline_ms. Bad arguments throw at once, on this rank only. Pending ones do
+  // not hold up collectives issued after them.
+  void send(const void* data, std::size_t bytes, int peer, int tag);
+  Request isend(const void* data, std::size_t bytes, int peer, int tag);
+  void recv(void* data, std::size_t bytes, int peer, int tag, int* source = nullptr);
+  Request irecv(void* data, std::size_t bytes, int peer, int tag, int* source = nullptr);
 
   // Compressed allreduce of an fp32 gradient (compression.hpp, docs/algorithms.md): out (count
   // fp32) = sum (or mean, c.op) over ranks of what each rank sent, identical on every rank.

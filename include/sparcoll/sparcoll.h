@@ -134,6 +134,16 @@ sparcoll_status_t sparcoll_gather(sparcoll_comm_t comm, const void* sendbuf, voi
 sparcoll_status_t sparcoll_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                    sparcoll_dtype_t dtype, int root);
 
+/* Point to point, outside collectives (only the two ranks call them): bytes to or from rank
+ * `peer` with a tag >= 0. A recv takes the first message from `peer` (or from any rank, with
+ * SPARCOLL_ANY_SOURCE) with its tag, each sender's in the order it sent them; its size must be
+ * the recv's (else SPARCOLL_ERR_MISMATCH for that recv alone). *source (when not NULL) is set
+ * to the sender. Both fail with SPARCOLL_ERR_TIMEOUT after the communicator's deadline. Bad
+ * arguments fail the call at once with SPARCOLL_ERR_INVALID_ARGUMENT, on this rank only. */
+#define SPARCOLL_ANY_SOURCE (-1)
+sparcoll_status_t sparcoll_send(sparcoll_comm_t comm, const void* buf, size_t bytes, int peer, int tag);
+sparcoll_status_t sparcoll_recv(sparcoll_comm_t comm, void* buf, size_t bytes, int peer, int tag, int* source);
+
 /* Non-blocking variants: start the collective and set *request (NULL on failure). */
 sparcoll_status_t sparcoll_iallreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                       sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_algo_t algo,
@@ -150,6 +160,11 @@ sparcoll_status_t sparcoll_igather(sparcoll_comm_t comm, const void* sendbuf, vo
                                    sparcoll_dtype_t dtype, int root, sparcoll_request_t* request);
 sparcoll_status_t sparcoll_iscatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                     sparcoll_dtype_t dtype, int root, sparcoll_request_t* request);
+/* *source is written when the recv completes: it must stay valid until then. */
+sparcoll_status_t sparcoll_isend(sparcoll_comm_t comm, const void* buf, size_t bytes, int peer, int tag,
+                                 sparcoll_request_t* request);
+sparcoll_status_t sparcoll_irecv(sparcoll_comm_t comm, void* buf, size_t bytes, int peer, int tag, int* source,
+                                 sparcoll_request_t* request);
 /* Waits until the collective finished, frees the request and sets *request = NULL (as MPI_Wait
  * does); returns the collective's status. */
 sparcoll_status_t sparcoll_wait(sparcoll_request_t* request);

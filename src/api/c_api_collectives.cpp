@@ -1,5 +1,5 @@
 // The C API of the collectives beyond allreduce (broadcast, allgather, reduce_scatter, reduce,
-// gather, scatter), of the per-call algorithm, and of non-blocking calls (sparcoll_request_t over sparcoll::Request).
+// gather, scatter), of send and recv, of the per-call algorithm, and of non-blocking calls (sparcoll_request_t over sparcoll::Request).
 #include <string>
 
 #include "api/c_api_comm.hpp"
@@ -98,6 +98,16 @@ sparcoll_status_t sparcoll_scatter(sparcoll_comm_t comm, const void* sendbuf, vo
   return guarded([&] { comm->comm.scatter(sendbuf, recvbuf, count, dtype_of(dtype), root); });
 }
 
+sparcoll_status_t sparcoll_send(sparcoll_comm_t comm, const void* buf, size_t bytes, int peer, int tag) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_send", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] { comm->comm.send(buf, bytes, peer, tag); });
+}
+
+sparcoll_status_t sparcoll_recv(sparcoll_comm_t comm, void* buf, size_t bytes, int peer, int tag, int* source) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_recv", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] { comm->comm.recv(buf, bytes, peer, tag, source); });
+}
+
 sparcoll_status_t sparcoll_iallreduce(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                       sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_algo_t algo,
                                       sparcoll_request_t* request) {
@@ -146,6 +156,18 @@ sparcoll_status_t sparcoll_iscatter(sparcoll_comm_t comm, const void* sendbuf, v
   return start_request("sparcoll_iscatter", comm, request, [&](sparcoll::Communicator& c) {
     return c.iscatter(sendbuf, recvbuf, count, dtype_of(dtype), root);
   });
+}
+
+sparcoll_status_t sparcoll_isend(sparcoll_comm_t comm, const void* buf, size_t bytes, int peer, int tag,
+                                 sparcoll_request_t* request) {
+  return start_request("sparcoll_isend", comm, request,
+                       [&](sparcoll::Communicator& c) { return c.isend(buf, bytes, peer, tag); });
+}
+
+sparcoll_status_t sparcoll_irecv(sparcoll_comm_t comm, void* buf, size_t bytes, int peer, int tag, int* source,
+                                 sparcoll_request_t* request) {
+  return start_request("sparcoll_irecv", comm, request,
+                       [&](sparcoll::Communicator& c) { return c.irecv(buf, bytes, peer, tag, source); });
 }
 
 sparcoll_status_t sparcoll_wait(sparcoll_request_t* request) {

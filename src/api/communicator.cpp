@@ -154,6 +154,24 @@ void Communicator::scatter(const void* send, void* recv, std::size_t count, Data
   iscatter(send, recv, count, dtype, root).wait();
 }
 
+Request Communicator::isend(const void* data, std::size_t bytes, int peer, int tag) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->isend(data, bytes, peer, tag, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::send(const void* data, std::size_t bytes, int peer, int tag) {
+  isend(data, bytes, peer, tag).wait();
+}
+
+Request Communicator::irecv(void* data, std::size_t bytes, int peer, int tag, int* source) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->irecv(data, bytes, peer, tag, source, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::recv(void* data, std::size_t bytes, int peer, int tag, int* source) {
+  irecv(data, bytes, peer, tag, source).wait();
+}
+
 void Communicator::barrier() {
   std::int32_t token = 0;
   allreduce(&token, &token, 1, DataType::i32, ReduceOp::sum);

@@ -636,6 +636,57 @@ Status CommunicatorImpl::iscatter(const void* send, void* recv, std::size_t coun
   return submit(c, "scatter", problem, out);
 }
 
+// --- send, recv -----------------------------------------------------------------------------------
+// Not collectives: bad arguments fail the call here, on this rank alone (no peer is waiting in
+// a collective for it), before anything is submitted.
+
+std::string CommunicatorImpl::check_p2p(const void* data, std::size_t bytes, int peer, int tag,
+                                        bool any_source_ok) const {
+  if (!(any_source_ok && peer == kAnySource) && (peer < 0 || peer >= size()))
+    return "peer " + std::to_string(peer) + " is not a rank of this " + std::to_string(size()) + "-rank communicator" +
+           (any_source_ok ? " (nor kAnySource, -1)" : "");
+  if (peer == rank()) return "peer " + std::to_string(peer) + " is this rank itself";
+  if (tag < 0) return "tag " + std::to_string(tag) + " is negative";
+  if (bytes > coll::kMaxLogicalBytes)
+    return std::to_string(bytes) + " bytes exceed the limit of 2^44 bytes of one message";
+  if (bytes != 0 && data == nullptr) return "the buffer is null with " + std::to_string(bytes) + " bytes";
+  return std::string();
+}
+
+Status CommunicatorImpl::submit_p2p(coll::CollKind kind, const void* send, void* recv, std::size_t bytes, int peer,
+                                    int tag, int* source, std::shared_ptr<RequestState>* out) {
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = kind;
+  c.send = send;
+  c.recv = recv;
+  c.count = bytes;
+  c.peer = peer;
+  c.tag = static_cast<std::uint32_t>(tag);
+  c.source = source;
+  c.invalid.clear();
+  c.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  c.request = std::make_shared<RequestState>();
+  *out = c.request;
+  executor_->submit(c);
+  return Status();
+}
+
+Status CommunicatorImpl::isend(const void* data, std::size_t bytes, int peer, int tag,
+                               std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("send"); !s.ok()) return s;
+  if (std::string problem = check_p2p(data, bytes, peer, tag, false); !problem.empty())
+    return Status(ErrorCode::invalid_argument, "send: " + problem);
+  return submit_p2p(coll::CollKind::send, data, nullptr, bytes, peer, tag, nullptr, out);
+}
+
+Status CommunicatorImpl::irecv(void* data, std::size_t bytes, int peer, int tag, int* source,
+                               std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("recv"); !s.ok()) return s;
+  if (std::string problem = check_p2p(data, bytes, peer, tag, true); !problem.empty())
+    return Status(ErrorCode::invalid_argument, "recv: " + problem);
+  return submit_p2p(coll::CollKind::recv, nullptr, data, bytes, peer, tag, source, out);
+}
+
 // --- allreduce_sparse ---------------------------------------------------------------------------
 
 namespace {

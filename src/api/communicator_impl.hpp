@@ -41,6 +41,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
                  std::shared_ptr<RequestState>* out);
   Status iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root,
                   std::shared_ptr<RequestState>* out);
+  Status isend(const void* data, std::size_t bytes, int peer, int tag, std::shared_ptr<RequestState>* out);
+  Status irecv(void* data, std::size_t bytes, int peer, int tag, int* source, std::shared_ptr<RequestState>* out);
   Status iallreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,
                                const Compression& c, std::shared_ptr<RequestState>* out_request);
   std::vector<float> compression_residual(std::uint64_t tensor_id) const;
@@ -87,6 +89,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   Status check_usable(const char* what) const;
   // What is wrong with a rooted collective's root (not a rank of this communicator), or "".
   std::string check_root(int root) const;
+  // What is wrong with a send's or recv's arguments, or "".
+  std::string check_p2p(const void* data, std::size_t bytes, int peer, int tag, bool any_source_ok) const;
+  Status submit_p2p(coll::CollKind kind, const void* send, void* recv, std::size_t bytes, int peer, int tag,
+                    int* source, std::shared_ptr<RequestState>* out);
   void shutdown();
 
   Options options_;

@@ -29,7 +29,13 @@ enum class CollKind : std::uint8_t {
   reduce,
   gather,
   scatter,
+  // Not collectives: only two ranks call them, so they take no sequence number; the collective
+  // thread posts them to the mailbox (mailbox.hpp) and frees their slot at once.
+  send,
+  recv,
 };
+
+constexpr bool is_p2p(CollKind k) noexcept { return k == CollKind::send || k == CollKind::recv; }
 
 // The hybrid allreduce's block-sparse half, prepared by the calling thread: the op slot it
 // reserved (its bitmap not yet filled), and this rank's estimated count of non-zero blocks in
@@ -65,6 +71,11 @@ struct CollOp {
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
   std::uint32_t root = 0;  // broadcast, reduce, gather, scatter
+  // send, recv: count is bytes; the other rank (recv: or sparcoll::kAnySource), the caller's tag, and
+  // where a recv writes who sent its message (may be null).
+  std::int32_t peer = 0;
+  std::uint32_t tag = 0;
+  std::int32_t* source = nullptr;
   SparseArgs sparse;
   HybridArgs hybrid;
   // compressed_allreduce: tensor, grad (send), out (recv), n (count), k, compression, seed; the

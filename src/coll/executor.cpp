@@ -38,14 +38,15 @@ Executor::~Executor() {
 }
 
 CollOp& Executor::next_slot() {
-  CollOp& op = *slots_[next_seq_ & (slots_.size() - 1)];
+  CollOp& op = *slots_[next_slot_ & (slots_.size() - 1)];
   while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
   op.seq = next_seq_;
   return op;
 }
 
 void Executor::submit(CollOp& op) {
-  ++next_seq_;
+  ++next_slot_;
+  if (!is_p2p(op.kind)) ++next_seq_;
   op.busy.store(1, std::memory_order_relaxed);
   while (!queue_.push(&op)) std::this_thread::yield();  // cannot stay full: one entry per slot
   wake_.fetch_add(1, std::memory_order_release);
@@ -58,10 +59,13 @@ void Executor::drain() {
 }
 
 void Executor::add_traffic(TrafficStats* total) const noexcept {
-  total->bytes_sent += bytes_sent_.load(std::memory_order_relaxed);
-  total->bytes_received += bytes_received_.load(std::memory_order_relaxed);
-  total->messages_sent += messages_sent_.load(std::memory_order_relaxed);
-  total->messages_received += messages_received_.load(std::memory_order_relaxed);
+  total->bytes_sent += bytes_sent_.load(std::memory_order_relaxed) + p2p_bytes_sent_.load(std::memory_order_relaxed);
+  total->bytes_received +=
+      bytes_received_.load(std::memory_order_relaxed) + p2p_bytes_received_.load(std::memory_order_relaxed);
+  total->messages_sent +=
+      messages_sent_.load(std::memory_order_relaxed) + p2p_messages_sent_.load(std::memory_order_relaxed);
+  total->messages_received +=
+      messages_received_.load(std::memory_order_relaxed) + p2p_messages_received_.load(std::memory_order_relaxed);
   total->packets_sent += packets_sent_.load(std::memory_order_relaxed);
   total->packets_received += packets_received_.load(std::memory_order_relaxed);
   total->packets_retransmitted += packets_retransmitted_.load(std::memory_order_relaxed);
@@ -77,6 +81,7 @@ bool Executor::can_run_here() const {
 }
 
 void Executor::run_here(CollOp& op) {
+  ++next_slot_;
   ++next_seq_;
   op.busy.store(1, std::memory_order_relaxed);
   // The collective thread holds peers_ only while it polls between collectives (nothing is
@@ -108,6 +113,8 @@ void Executor::run() {
     CollOp* op = nullptr;
     if (!queue_.pop(&op)) {
       if (stop_.load(std::memory_order_acquire)) {
+        // Nobody will send what a pending recv waits for, nor take a pending send, any more.
+        peers_.mailbox().fail_all(Status(ErrorCode::broken, "the communicator was destroyed before it finished"));
         release_peers();
         return;
       }
@@ -117,6 +124,10 @@ void Executor::run() {
       // after the last activity (the next collective usually follows at once), then short
       // sleeps that a submission cuts short, longer ones after a second of nothing.
       const bool arrived = peers_.poll_idle();
+      // A pending send or recv keeps the channel served closely: its message may come (or its
+      // peer take the bytes) at any time, and nothing else will poll for it.
+      const bool p2p = peers_.mailbox().busy();
+      if (arrived || p2p) publish_p2p_traffic();
       release_peers();
       if (arrived) {
         idle_since = Clock::now();
@@ -127,7 +138,13 @@ void Executor::run() {
         sched_yield();
         continue;
       }
-      futex_wait_for(&wake_, seen, idle < std::chrono::seconds(1) ? 100'000 : 1'000'000);
+      futex_wait_for(&wake_, seen, p2p ? 20'000 : idle < std::chrono::seconds(1) ? 100'000 : 1'000'000);
+      continue;
+    }
+    if (is_p2p(op->kind)) {
+      post_p2p(*op);
+      release_peers();
+      idle_since = Clock::now();
       continue;
     }
     const Status status = run_one(*op);
@@ -135,6 +152,35 @@ void Executor::run() {
     release_peers();
     idle_since = Clock::now();
   }
+}
+
+void Executor::post_p2p(CollOp& op) {
+  std::shared_ptr<detail::RequestState> request = std::move(op.request);
+  request->stats = OpStats{};
+  const Status broken = engine_->broken() ? Status(ErrorCode::broken, "an earlier failure broke this communicator: " +
+                                                                          engine_->broken_status().to_string())
+                                          : Status();
+  const auto peer = static_cast<std::uint32_t>(op.peer);
+  if (!broken.ok()) {
+    request->status = broken;
+    request->done.store(1, std::memory_order_release);
+    request->done.notify_all();
+  } else if (op.kind == CollKind::send) {
+    peers_.mailbox().post_send(peer, op.tag, op.send, op.count, std::move(request), op.deadline);
+  } else {
+    peers_.mailbox().post_recv(op.peer, op.tag, op.recv, op.count, op.source, std::move(request), op.deadline);
+  }
+  op.busy.store(0, std::memory_order_release);
+  op.busy.notify_all();
+  publish_p2p_traffic();
+}
+
+void Executor::publish_p2p_traffic() noexcept {
+  const Mailbox& m = peers_.mailbox();
+  p2p_bytes_sent_.store(m.bytes_sent(), std::memory_order_relaxed);
+  p2p_bytes_received_.store(m.bytes_received(), std::memory_order_relaxed);
+  p2p_messages_sent_.store(m.messages_sent(), std::memory_order_relaxed);
+  p2p_messages_received_.store(m.messages_received(), std::memory_order_relaxed);
 }
 
 Status Executor::run_one(CollOp& op) {
@@ -209,6 +255,8 @@ Status Executor::execute(CollOp& op) {
     case CollKind::reduce: kind = "reduce"; break;
     case CollKind::gather: kind = "gather"; break;
     case CollKind::scatter: kind = "scatter"; break;
+    case CollKind::send:
+    case CollKind::recv: return Status(ErrorCode::internal, "send and recv go to the mailbox, not execute()");
   }
   // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
   const std::string algo = op.kind == CollKind::broadcast                                ? "binomial tree"
@@ -253,6 +301,9 @@ Status Executor::execute(CollOp& op) {
                                     scratch_);
     case CollKind::hybrid_allreduce:
       return hybrid_allreduce(op);
+    case CollKind::send:
+    case CollKind::recv:
+      break;  // never here: the kind switch above returned
     case CollKind::compressed_allreduce:
       if (op.compressed.c.algo == CompressionAlgo::oktopk) return algo::oktopk_allreduce(peers_, op.compressed, compress_scratch_);
       return algo::topk_ef_allreduce(peers_, op.compressed, compress_scratch_, scratch_);

@@ -80,7 +80,14 @@ class Executor {
   Options options_;
   engine::Engine* engine_;
   std::vector<std::unique_ptr<CollOp>> slots_;
-  std::uint32_t next_seq_ = 0;
+  std::uint32_t next_slot_ = 0;  // submissions so far: the slot ring's position
+  std::uint32_t next_seq_ = 0;   // collectives so far (send and recv take no sequence number)
+  // Hands a send or recv to the mailbox and frees its slot (it completes there later).
+  void post_p2p(CollOp& op);
+  // The mailbox's traffic, published for add_traffic (read from any thread).
+  void publish_p2p_traffic() noexcept;
+  std::atomic<std::uint64_t> p2p_bytes_sent_{0}, p2p_bytes_received_{0}, p2p_messages_sent_{0},
+      p2p_messages_received_{0};
   engine::SpscQueue<CollOp*> queue_;
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<bool> stop_{false};

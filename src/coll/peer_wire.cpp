@@ -12,7 +12,7 @@ PeerParse parse_peer_message(const std::byte* data, std::size_t size, PeerMessag
   const PeerHeader& h = out->header;
   const std::size_t len = size - sizeof(PeerHeader);
   if (h.magic != kPeerMagic || h.version != kPeerVersion) return PeerParse::bad_magic;
-  if (h.kind == static_cast<std::uint8_t>(PeerKind::data)) {
+  if (h.kind == static_cast<std::uint8_t>(PeerKind::data) || h.kind == static_cast<std::uint8_t>(PeerKind::p2p)) {
     if (h.total > kMaxLogicalBytes || h.offset > h.total || len > h.total - h.offset) return PeerParse::bad_range;
   } else if (h.kind != static_cast<std::uint8_t>(PeerKind::abort)) {
     return PeerParse::bad_kind;

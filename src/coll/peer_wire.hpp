@@ -19,6 +19,8 @@ inline constexpr std::uint8_t kPeerVersion = 3;
 enum class PeerKind : std::uint8_t {
   data = 1,   // a fragment of a logical message
   abort = 2,  // the sender failed collective `seq`; the payload is its reason (text)
+  p2p = 3,    // a fragment of a send outside collectives (mailbox.hpp): `seq` numbers the sender's
+              // messages to this receiver, `tag` is the caller's; signature and root are 0
 };
 
 struct PeerHeader {
@@ -55,8 +57,8 @@ enum class PeerParse : std::uint8_t {
   ok,
   too_short,  // shorter than the header
   bad_magic,  // magic or version
-  bad_kind,   // neither data nor abort
-  bad_range,  // data: total above kMaxLogicalBytes, or the fragment not inside [0, total)
+  bad_kind,   // neither data, abort nor p2p
+  bad_range,  // data, p2p: total above kMaxLogicalBytes, or the fragment not inside [0, total)
 };
 
 // One received message, split into its header and its payload (pointing into the message).

@@ -30,7 +30,7 @@ constexpr std::size_t kStashKeepBytes = std::size_t{1} << 20;
 }  // namespace
 
 Peers::Peers(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, bool yield_when_waiting)
-    : channel_(channel), rank_(rank), size_(size), yield_(yield_when_waiting) {
+    : channel_(channel), rank_(rank), size_(size), yield_(yield_when_waiting), mailbox_(rank, size) {
   if (channel_ != nullptr) fragment_payload_ = (channel_->max_message() - sizeof(PeerHeader)) / 8 * 8;
   sends_.reserve(64);
   recvs_.reserve(64);
@@ -325,6 +325,10 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
     return false;
   }
   const std::byte* payload = m.payload;
+  if (h.kind == static_cast<std::uint8_t>(PeerKind::p2p)) {
+    mailbox_.on_fragment(from, h, payload, len);  // outside collectives: never this one's business
+    return true;
+  }
   if (static_cast<std::int32_t>(h.seq - seq_) < 0 || (h.seq == seq_ && failed_)) {
     if (seq_failed(h.seq) || h.seq == seq_) return true;  // the rest of a failed collective
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent data for collective " +
@@ -401,6 +405,7 @@ Status Peers::wait() {
   for (;;) {
     if (failed_) break;
     bool moved = progress_sends();
+    if (mailbox_.busy()) moved = mailbox_.progress(*channel_) || moved;
     bool sends_done = true;
     for (const PendingSend& s : sends_) sends_done = sends_done && s.started && s.offset == s.bytes;
     // Queued is not sent: a driver may hold data (tcp's send queue) until poll() pushes it out,
@@ -413,6 +418,7 @@ Status Peers::wait() {
     const int n = channel_->poll(msgs, kPollBatch);
     if (n < 0) {
       fail(Status(ErrorCode::peer_failure, what_ + ": " + channel_->error().message()));
+      mailbox_.fail_all(Status(ErrorCode::peer_failure, channel_->error().message()));
       break;
     }
     // Every message of the batch is handled, even after one failed the collective: the rest may
@@ -425,6 +431,7 @@ Status Peers::wait() {
       continue;
     }
     ++idle;
+    if ((idle & 255) == 0 && mailbox_.busy()) mailbox_.expire(Clock::now());
     if ((idle & 255) == 0 && Clock::now() > deadline_) {
       fail(Status(ErrorCode::timeout, what_ + ": deadline passed (SPARCOLL_DEADLINE_MS): " + waiting_for()));
       break;
@@ -458,9 +465,12 @@ std::string Peers::waiting_for() const {
 
 bool Peers::poll_idle() {
   if (channel_ == nullptr) return false;
+  const bool sent = mailbox_.busy() && mailbox_.progress(*channel_);
   transport::ReceivedMessage msgs[kPollBatch];
   const int n = channel_->poll(msgs, kPollBatch);
-  if (n <= 0) return false;
+  if (n < 0 && mailbox_.busy()) mailbox_.fail_all(Status(ErrorCode::peer_failure, channel_->error().message()));
+  if (mailbox_.busy()) mailbox_.expire(Clock::now());
+  if (n <= 0) return sent;
   for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
   return true;
 }

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "coll/mailbox.hpp"
 #include "coll/peer_wire.hpp"
 #include "sparcoll/status.hpp"
 #include "sparcoll/types.hpp"
@@ -86,6 +87,11 @@ class Peers {
   // After a failure that every rank learned of by an abort (invalid arguments, a size
   // mismatch): forget the collective, so the next one runs normally.
   void forget_failed();
+
+  // Sends and receives outside collectives (send / recv): posted here, progressed by wait() and
+  // poll_idle() whoever drives this object, their fragments taken out of the stream here.
+  Mailbox& mailbox() noexcept { return mailbox_; }
+  const Mailbox& mailbox() const noexcept { return mailbox_; }
 
   // The channel's packet counters so far (packet transports; zeros elsewhere).
   transport::ChannelCounters channel_counters() const { return channel_ != nullptr ? channel_->counters() : transport::ChannelCounters{}; }
@@ -172,6 +178,7 @@ class Peers {
   std::vector<std::uint32_t> failed_seqs_;
   bool seq_failed(std::uint32_t seq) const;
 
+  Mailbox mailbox_;
   std::vector<PendingSend> sends_;
   std::vector<PostedRecv> recvs_;
   std::vector<Stashed> stash_;

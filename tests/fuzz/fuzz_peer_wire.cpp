@@ -32,7 +32,8 @@ PeerParse expected_verdict(const std::byte* data, std::size_t size) {
   std::memcpy(&h, data, sizeof h);
   if (h.magic != coll::kPeerMagic || h.version != coll::kPeerVersion) return PeerParse::bad_magic;
   if (h.kind == static_cast<std::uint8_t>(PeerKind::abort)) return PeerParse::ok;
-  if (h.kind != static_cast<std::uint8_t>(PeerKind::data)) return PeerParse::bad_kind;
+  if (h.kind != static_cast<std::uint8_t>(PeerKind::data) && h.kind != static_cast<std::uint8_t>(PeerKind::p2p))
+    return PeerParse::bad_kind;
   const std::size_t len = size - sizeof h;
   // In 128-bit arithmetic, so the reference itself cannot wrap.
   const unsigned __int128 end = static_cast<unsigned __int128>(h.offset) + len;
@@ -75,7 +76,7 @@ void round_trip(FuzzedDataProvider& in) {
                in.ConsumeIntegral<std::uint32_t>(), 0, 0};
   std::vector<std::byte> payload;
   if (in.ConsumeBool()) {
-    h.kind = static_cast<std::uint8_t>(PeerKind::data);
+    h.kind = static_cast<std::uint8_t>(in.ConsumeBool() ? PeerKind::data : PeerKind::p2p);
     h.total = in.ConsumeIntegralInRange<std::uint64_t>(0, coll::kMaxLogicalBytes);
     h.offset = in.ConsumeIntegralInRange<std::uint64_t>(0, h.total);
     payload.resize(in.ConsumeIntegralInRange<std::size_t>(0, std::min<std::uint64_t>(h.total - h.offset, 4096)));

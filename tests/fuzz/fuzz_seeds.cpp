@@ -145,6 +145,7 @@ void peer_seeds() {
   write("peer_wire", "data-first-fragment", peer(PeerKind::data, 3, 1, 64, 0, std::string(32, 'a')));
   write("peer_wire", "data-last-fragment", peer(PeerKind::data, 3, 1, 64, 32, std::string(32, 'b')));
   write("peer_wire", "data-empty-message", peer(PeerKind::data, 4, 0, 0, 0, ""));
+  write("peer_wire", "p2p-tagged-message", peer(PeerKind::p2p, 0, 42, 16, 0, std::string(16, 'p')));
   write("peer_wire", "abort-timeout", peer(PeerKind::abort, 5, static_cast<std::uint32_t>(ErrorCode::timeout), 26, 0,
                                            "rank 2: deadline passed\n\x01"));
 }

@@ -70,6 +70,11 @@ TEST_F(AllreduceDpdk, CollectivesOverMemif) {
   run(4, 0, {"--sizes", "1,1283", "--dtypes", "f32", "--ops", "sum", "--large", "300007"}, {},
       "tests/integration/sparcoll-check-collectives");
 }
+// send and recv (outside collectives) on the same channel, with and without loss.
+TEST_F(AllreduceDpdk, SendAndRecvOverMemif) {
+  run(3, 0, {}, {}, "tests/integration/sparcoll-check-p2p");
+  run(2, 0, {}, {"SPARCOLL_DPDK_DROP_EVERY=7"}, "tests/integration/sparcoll-check-p2p");
+}
 TEST_F(AllreduceDpdk, CollectivesWithLossAndTwoThreads) {
   run(3, 0, {"--sizes", "1,257,20001", "--dtypes", "f32,i32", "--ops", "sum,min"},
       {"SPARCOLL_DPDK_DROP_EVERY=7", "SPARCOLL_THREADS=2", "SPARCOLL_LANES=4"},

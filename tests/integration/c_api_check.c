@@ -127,6 +127,33 @@ int main(void) {
     free(all);
   }
 
+  /* send and recv: a ring exchange, one from any source, and a bad peer. */
+  if (size > 1) {
+    int out[3] = {rank, rank * 2, rank * 3}, in[3] = {-1, -1, -1}, source = -2;
+    sparcoll_request_t rr = NULL;
+    CHECK(sparcoll_irecv(comm, in, sizeof in, (rank + size - 1) % size, 3, &source, &rr) == SPARCOLL_SUCCESS,
+          "irecv: %s", sparcoll_last_error());
+    s = sparcoll_send(comm, out, sizeof out, (rank + 1) % size, 3);
+    CHECK(s == SPARCOLL_SUCCESS, "send: %s", sparcoll_last_error());
+    CHECK(sparcoll_wait(&rr) == SPARCOLL_SUCCESS, "wait irecv: %s", sparcoll_last_error());
+    const int left = (rank + size - 1) % size;
+    CHECK(in[2] == left * 3 && source == left, "ring recv: %d from %d", in[2], source);
+    if (rank == 0) {
+      for (int k = 1; k < size; ++k) {
+        int v = -1;
+        s = sparcoll_recv(comm, &v, sizeof v, SPARCOLL_ANY_SOURCE, 4, &source);
+        CHECK(s == SPARCOLL_SUCCESS && v == 100 + source, "recv any source: %d from %d (%s)", v, source,
+              sparcoll_last_error());
+      }
+    } else {
+      int v = 100 + rank;
+      CHECK(sparcoll_send(comm, &v, sizeof v, 0, 4) == SPARCOLL_SUCCESS, "send to 0: %s", sparcoll_last_error());
+    }
+  }
+  s = sparcoll_send(comm, &value, sizeof value, size, 0);
+  CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "is not a rank"), "send to %d: %d %s",
+        size, s, sparcoll_last_error());
+
   /* Non-blocking: three collectives in flight, one polled with sparcoll_test, two waited for. */
   {
     float a[1000];

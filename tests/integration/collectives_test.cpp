@@ -36,6 +36,30 @@ TEST_P(CollectivesMatrix, EveryKindDtypeOpSizeAndRoot) {
   EXPECT_NE(r.out.find("cases passed"), std::string::npos) << r.out;
 }
 
+// send and recv outside collectives (p2p_check.cpp): ring exchanges, order, tags, any source,
+// back-pressure, a size mismatch, bad arguments; at 1 to 8 ranks, on both transports, and with
+// dedicated aggregators (the workers still reach each other directly).
+TEST_P(CollectivesMatrix, SendAndRecv) {
+  const auto& [ranks, transport, aggregators] = GetParam();
+  const LaunchResult r = launch({"-n", std::to_string(ranks), "--transport", transport, "--aggregators",
+                                 std::to_string(aggregators), "--timeout", "120", "--",
+                                 build_path("tests/integration/sparcoll-check-p2p")},
+                                {}, std::chrono::seconds(150));
+  EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("cases passed"), std::string::npos) << r.out;
+}
+
+// A recv nobody sends to fails with `timeout` by SPARCOLL_DEADLINE_MS, and only it.
+TEST(SendAndRecv, ARecvNobodySendsToExpires) {
+  for (const char* transport : {"shm", "tcp"}) {
+    const LaunchResult r = launch({"-n", "2", "--transport", transport, "--timeout", "60", "--",
+                                   build_path("tests/integration/sparcoll-check-p2p"), "--expire"},
+                                  {"SPARCOLL_DEADLINE_MS=800"}, std::chrono::seconds(90));
+    EXPECT_EQ(r.exit_code, 0) << transport << "\nstdout:\n" << r.out << "\nstderr:\n" << r.err;
+    EXPECT_NE(r.out.find("cases passed"), std::string::npos) << r.out;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Collectives, CollectivesMatrix,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values("shm", "tcp"),
                                             ::testing::Values(0, 2)),
