@@ -152,18 +152,24 @@ void unpack_bytes(const std::byte* src, const std::vector<at::Tensor>& tensors) 
 [[noreturn]] void unsupported(const char* op) {
   TORCH_CHECK(false, "sparcoll: ", op,
               " is not supported by the sparcoll backend (it runs allreduce, broadcast, allgather, "
-              "allgather_coalesced, reduce_scatter, reduce, gather, scatter and barrier); run it on a gloo group: torch.distributed.new_group(backend=\"gloo\")");
+              "allgather_coalesced, reduce_scatter, reduce, gather, scatter, send, recv and barrier); run it on a gloo group: torch.distributed.new_group(backend=\"gloo\")");
 }
 
 // Completed from the CompletionQueue thread; Work::wait() and the Future both wait on it.
 class SparcollWork final : public c10d::Work {
  public:
-  SparcollWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+  SparcollWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, std::shared_ptr<int> source)
       : Work(rank, type),
         outputs_(std::move(outputs)),
+        source_(std::move(source)),
         future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
   std::vector<at::Tensor> result() override { return outputs_; }
+  // A recv's sender, valid once it completed (torch reads it after wait()).
+  int sourceRank() const override {
+    TORCH_CHECK(source_ != nullptr, "sparcoll: sourceRank() is only defined for a recv's Work");
+    return *source_;
+  }
   // DDP's reducer waits here, not on wait(): its default hook is allreduce(...)->getFuture().
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
@@ -179,6 +185,7 @@ class SparcollWork final : public c10d::Work {
 
  private:
   std::vector<at::Tensor> outputs_;
+  std::shared_ptr<int> source_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -274,12 +281,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::run(const char* op, c10d::O
     issued = prepare();
   } catch (const c10::Error&) {
     // Bad input, found before anything was started (prepare validates first).
-    abort_peers(sequence);
+    if (sequence != Sequence::none) abort_peers(sequence);
     throw;
   } catch (const sparcoll::Error& e) {
     throw std::runtime_error(std::string("sparcoll: ") + op + ": " + e.what());
   }
-  auto work = c10::make_intrusive<SparcollWork>(rank_, type, issued.outputs);
+  auto work = c10::make_intrusive<SparcollWork>(rank_, type, issued.outputs, issued.source);
   std::vector<sparcoll::Request> requests;
   std::vector<std::function<void()>> finishes;
   for (Started& s : issued.ops) {
@@ -741,6 +748,44 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::scatter(std::vector<at::Ten
   });
 }
 
+// --- send, recv --------------------------------------------------------------------------------
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
+  return run("send", c10d::OpType::SEND, Sequence::none, [&] {
+    TORCH_CHECK(tensors.size() == 1, "sparcoll: send: takes one tensor per call (got ", tensors.size(), ")");
+    check_tensor("send", "the tensor", tensors[0]);
+    Issued issued;
+    issued.outputs = tensors;
+    // The bytes as they are (any dtype); sparcoll's isend reads the tensor until done.
+    Started s{comm_->isend(tensors[0].data_ptr(), tensors[0].nbytes(), dst_rank, tag), nullptr};
+    s.finish = keeping(tensors[0], nullptr);
+    issued.ops.push_back(std::move(s));
+    return issued;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
+  return run("recv", c10d::OpType::RECV, Sequence::none, [&] { return issue_recv("recv", tensors, src_rank, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  return run("recv", c10d::OpType::RECVANYSOURCE, Sequence::none,
+             [&] { return issue_recv("recv", tensors, sparcoll::kAnySource, tag); });
+}
+
+ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_recv(const char* op, std::vector<at::Tensor>& tensors,
+                                                              int src_rank, int tag) {
+  TORCH_CHECK(tensors.size() == 1, "sparcoll: ", op, ": takes one tensor per call (got ", tensors.size(), ")");
+  check_tensor(op, "the tensor", tensors[0]);
+  Issued issued;
+  issued.outputs = tensors;
+  issued.source = std::make_shared<int>(src_rank);
+  Started s{comm_->irecv(tensors[0].data_ptr(), tensors[0].nbytes(), src_rank, tag, issued.source.get()), nullptr};
+  s.finish = keeping(tensors[0], [source = issued.source] {});  // *source is written until done
+  issued.ops.push_back(std::move(s));
+  return issued;
+}
+
 // --- unsupported -----------------------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
@@ -751,11 +796,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::alltoall_base(at::Tensor&, 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
                                                               const c10d::AllToAllOptions&) {
   unsupported("alltoall");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::send(std::vector<at::Tensor>&, int, int) { unsupported("send"); }
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::recv(std::vector<at::Tensor>&, int, int) { unsupported("recv"); }
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::recvAnysource(std::vector<at::Tensor>&, int) {
-  unsupported("recvAnysource");
 }
 
 }  // namespace sparcoll_torch

@@ -3,7 +3,7 @@
 // Supported: allreduce (+ allreduce_coalesced; sum/avg/min/max/product; f32, f16, bf16, i32; several
 // tensors per call, each reduced on its own; torch.sparse COO tensors), broadcast, allgather
 // (+ _allgather_base, allgather_coalesced), reduce_scatter (+ _reduce_scatter_base), reduce,
-// gather, scatter, barrier. Every other operation
+// gather, scatter, send, recv (+ recvAnysource), barrier. Every other operation
 // throws a RuntimeError naming it. Works are asynchronous: collectives are issued with
 // sparcoll's non-blocking calls and completed by a CompletionQueue thread.
 #pragma once
@@ -61,14 +61,16 @@ class ProcessGroupSparcoll final : public c10d::ProcessGroup {
                                         const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  // Bytes of one tensor (any dtype) to or from one rank, with a tag; recvAnysource's Work
+  // reports the sender (sourceRank). Matched per sender in order, as gloo does.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   // Not supported: each throws "sparcoll: <op> is not supported ...".
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
                                                std::vector<int64_t>&, const c10d::AllToAllOptions&) override;
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
                                           const c10d::AllToAllOptions&) override;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>&, int, int) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>&, int, int) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override;
 
   // Completes outstanding Works and leaves the sparcoll job (a collective: every rank calls it,
   // through torch.distributed.destroy_process_group). Later calls throw. Idempotent.
@@ -81,11 +83,13 @@ class ProcessGroupSparcoll final : public c10d::ProcessGroup {
   struct Issued {
     std::vector<Started> ops;
     std::vector<at::Tensor> outputs;
+    std::shared_ptr<int> source;  // recv: who sent the message (Work::sourceRank), once done
   };
   // sparcoll keeps two sequences of collectives: block-sparse allreduce on the progress threads,
   // everything else (broadcast, allgather, reduce_scatter, the other allreduce algorithms) on the
   // collective thread. A rank whose input fails the checks aborts the same one its peers joined.
-  enum class Sequence { block_sparse, collective };
+  // send and recv are in neither: only two ranks call them, and bad input fails them locally.
+  enum class Sequence { block_sparse, collective, none };
   template <typename Prepare>
   c10::intrusive_ptr<c10d::Work> run(const char* op, c10d::OpType type, Sequence sequence, Prepare&& prepare);
   Issued issue_allreduce(const char* op, std::vector<at::Tensor>& tensors, const c10d::ReduceOp& reduce_op);
@@ -94,6 +98,7 @@ class ProcessGroupSparcoll final : public c10d::ProcessGroup {
   Issued issue_allgather(const at::Tensor& input, std::vector<void*> recv, std::vector<at::Tensor> outputs);
   Issued issue_reduce_scatter(const at::Tensor& input, at::Tensor output, sparcoll::DataType dtype,
                               sparcoll::ReduceOp op);
+  Issued issue_recv(const char* op, std::vector<at::Tensor>& tensors, int src_rank, int tag);
   void abort_peers(Sequence sequence);
 
   mutable std::mutex mutex_;  // sparcoll::Communicator is used from one thread at a time

@@ -168,6 +168,38 @@ def main():
     check("scatter into an unaligned uint8 view", base[1:8], payload(50 + rank, torch.uint8, 7))
     check("scatter into an unaligned view, bytes around it", base[8:], payload(rank, torch.uint8, 12)[8:])
 
+    # send and recv: every dtype as bytes to the right, from the left; tags taken out of order;
+    # a recv from any source names its sender.
+    right, left = (rank + 1) % world, (rank - 1) % world
+    for dtype, n in kinds + [(torch.complex64, 11)]:
+        if dtype == torch.complex64:
+            mine = torch.view_as_complex(payload(rank, torch.float32, 2 * n).reshape(n, 2))
+            want = torch.view_as_complex(payload(left, torch.float32, 2 * n).reshape(n, 2))
+        else:
+            mine, want = payload(rank, dtype, n), payload(left, dtype, n)
+        got = torch.empty(n, dtype=dtype)
+        req = dist.irecv(got, src=left, tag=3)
+        dist.isend(mine, dst=right, tag=3).wait()
+        req.wait()
+        check(f"isend/irecv {dtype} x {n} from {left}", got, want)
+    if world > 1:
+        if rank == 0:
+            dist.send(payload(0, torch.float32, 10), dst=1, tag=21)
+            dist.send(payload(0, torch.float32, 20), dst=1, tag=22)
+        elif rank == 1:
+            b, a = torch.empty(20), torch.empty(10)
+            dist.recv(b, src=0, tag=22)
+            dist.recv(a, src=0, tag=21)
+            check("recv tag 22 before tag 21", b, payload(0, torch.float32, 20))
+            check("recv tag 21 after tag 22", a, payload(0, torch.float32, 10))
+        if rank == 0:
+            for _ in range(world - 1):
+                t = torch.empty(4, dtype=torch.int64)
+                sender = dist.recv(t)  # any source
+                check(f"recv from any source ({sender})", t, torch.full((4,), 100 + sender, dtype=torch.int64))
+        else:
+            dist.send(torch.full((4,), 100 + rank, dtype=torch.int64), dst=0)
+
     # reduce: the root's tensor in place, every op, every root; the others' tensors unchanged.
     for root in range(world):
         for op, fold in [(dist.ReduceOp.SUM, lambda xs: sum(xs)), (dist.ReduceOp.MAX, lambda xs: torch.stack(xs).max(0)[0]),

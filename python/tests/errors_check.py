@@ -58,6 +58,14 @@ def dropped_group_with_a_collective_in_flight(rank, world):
     print(f"rank {rank}: dropped group with a collective in flight: ok", flush=True)
 
 
+def recv_size_mismatch(rank):
+    """Rank 0 sends 2 floats, rank 1 receives 3: only the recv fails."""
+    if rank == 0:
+        dist.send(torch.ones(2), dst=1, tag=6)
+        raise RuntimeError("sent: the sender does not fail")
+    dist.recv(torch.empty(3), src=0, tag=6)
+
+
 def reduce_options(root):
     opts = dist.ReduceOptions()
     opts.rootRank = root
@@ -89,6 +97,12 @@ def main():
         ("scatter sizes differ across ranks", ("differ across ranks", "failed it"),
          lambda: dist.scatter(torch.empty(3 + rank), [torch.ones(3) for _ in range(world)] if rank == 0 else None,
                               src=0)),
+        # send and recv fail on the rank that calls them; nobody else is waiting in a collective.
+        ("send to a rank that is not one", "send: peer 5 is not a rank",
+         lambda: pg.send([torch.ones(2)], 5, 0).wait()),
+        ("recv size differs from the send's",
+         "rank 0 sent 8 bytes, this rank receives 12" if rank == 1 else "the sender does not fail",
+         lambda: recv_size_mismatch(rank)),
         ("unsupported all_to_all", "sparcoll: alltoall_base is not supported",
          lambda: dist.all_to_all_single(torch.ones(world), torch.ones(world))),
         ("non-contiguous", "is not contiguous", lambda: dist.all_reduce(torch.ones(4, 6).t())),
