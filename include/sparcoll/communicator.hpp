@@ -184,6 +184,20 @@ class Communicator {
   void scatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
   Request iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root);
 
+  // Every rank's piece for every other rank: rank p receives bytes [p * bytes_per_rank, (p + 1) *
+  // bytes_per_rank) of every rank's send, in rank order in its recv (size() * bytes_per_rank
+  // bytes each). Moves bytes (any element type). send and recv must not overlap.
+  void all_to_all(const void* send, void* recv, std::size_t bytes_per_rank);
+  Request iall_to_all(const void* send, void* recv, std::size_t bytes_per_rank);
+  // Uneven pieces: send_bytes[p] bytes at send + send_offsets[p] go to rank p, and
+  // recv_bytes[p] bytes from rank p land at recv + recv_offsets[p] (each array size() long,
+  // copied by the call). A rank's recv_bytes[p] must be rank p's send_bytes[this rank] (else
+  // `mismatch`), and send_bytes[rank()] == recv_bytes[rank()].
+  void all_to_all_v(const void* send, const std::size_t* send_bytes, const std::size_t* send_offsets, void* recv,
+                    const std::size_t* recv_bytes, const std::size_t* recv_offsets);
+  Request iall_to_all_v(const void* send, const std::size_t* send_bytes, const std::size_t* send_offsets, void* recv,
+                        const std::size_t* recv_bytes, const std::size_t* recv_offsets);
+
   // Point to point, outside collectives (only the two ranks call them): `bytes` bytes to or
   // from rank `peer` with a tag (>= 0). A recv takes the first message from `peer` (or, with
   // kAnySource, from any rank) with its tag; each sender's messages are taken in the order it

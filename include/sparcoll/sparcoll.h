@@ -134,6 +134,16 @@ sparcoll_status_t sparcoll_gather(sparcoll_comm_t comm, const void* sendbuf, voi
 sparcoll_status_t sparcoll_scatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                    sparcoll_dtype_t dtype, int root);
 
+/* Rank p receives bytes [p * bytes_per_rank, (p + 1) * bytes_per_rank) of every rank's sendbuf,
+ * in rank order in its recvbuf (size * bytes_per_rank bytes each); the buffers must not overlap.
+ * The _v form: send_bytes[p] bytes at sendbuf + send_offsets[p] go to rank p, recv_bytes[p]
+ * bytes from rank p land at recvbuf + recv_offsets[p] (arrays of size entries, copied by the
+ * call); recv_bytes[p] must be rank p's send_bytes[this rank] (else SPARCOLL_ERR_MISMATCH). */
+sparcoll_status_t sparcoll_all_to_all(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t bytes_per_rank);
+sparcoll_status_t sparcoll_all_to_all_v(sparcoll_comm_t comm, const void* sendbuf, const size_t* send_bytes,
+                                        const size_t* send_offsets, void* recvbuf, const size_t* recv_bytes,
+                                        const size_t* recv_offsets);
+
 /* Point to point, outside collectives (only the two ranks call them): bytes to or from rank
  * `peer` with a tag >= 0. A recv takes the first message from `peer` (or from any rank, with
  * SPARCOLL_ANY_SOURCE) with its tag, each sender's in the order it sent them; its size must be
@@ -160,6 +170,11 @@ sparcoll_status_t sparcoll_igather(sparcoll_comm_t comm, const void* sendbuf, vo
                                    sparcoll_dtype_t dtype, int root, sparcoll_request_t* request);
 sparcoll_status_t sparcoll_iscatter(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t count,
                                     sparcoll_dtype_t dtype, int root, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_iall_to_all(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf,
+                                       size_t bytes_per_rank, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_iall_to_all_v(sparcoll_comm_t comm, const void* sendbuf, const size_t* send_bytes,
+                                         const size_t* send_offsets, void* recvbuf, const size_t* recv_bytes,
+                                         const size_t* recv_offsets, sparcoll_request_t* request);
 /* *source is written when the recv completes: it must stay valid until then. */
 sparcoll_status_t sparcoll_isend(sparcoll_comm_t comm, const void* buf, size_t bytes, int peer, int tag,
                                  sparcoll_request_t* request);

@@ -107,5 +107,11 @@ Status direct_gather(coll::Peers& peers, const void* send, void* recv, std::size
 // when recv == send + root * bytes on the root.
 Status direct_scatter(coll::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root,
                       Scratch& scratch);
+// rooted.cpp. recv_bytes[p] bytes at recv + recv_offsets[p] = rank p's piece for this rank;
+// send_bytes[p] bytes at send + send_offsets[p] go to rank p (the arrays have size() entries;
+// this rank's own piece is copied, send_bytes[rank] == recv_bytes[rank]).
+Status direct_all_to_all(coll::Peers& peers, const std::byte* send, const std::size_t* send_bytes,
+                         const std::size_t* send_offsets, std::byte* recv, const std::size_t* recv_bytes,
+                         const std::size_t* recv_offsets);
 
 }  // namespace sparcoll::algo

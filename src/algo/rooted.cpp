@@ -1,5 +1,8 @@
-// The rooted collectives that move data to or from one rank: gather and scatter, directly
-// between the root and every other rank (one message each way; the root's link carries the
+// The collectives that move bytes directly between ranks. all_to_all: every rank's piece for
+// every other straight to it, one message each way per pair (no rank returns before its own
+// pieces arrived; a piece of another size than its receiver expects is a `mismatch`).
+//
+// gather and scatter move data to or from one rank, directly between the root and every other rank (one message each way; the root's link carries the
 // whole payload whichever way it is routed, so a tree would only add latency terms).
 //
 // Like the broadcast tree, no rank returns success unless every rank took part with the same
@@ -78,6 +81,20 @@ Status direct_scatter(coll::Peers& peers, const void* send, void* recv, std::siz
   if (bytes != 0 && static_cast<std::byte*>(recv) != in + std::size_t{r} * bytes)
     std::memmove(recv, in + std::size_t{r} * bytes, bytes);
   return send_commits(peers, root);
+}
+
+Status direct_all_to_all(coll::Peers& peers, const std::byte* send, const std::size_t* send_bytes,
+                         const std::size_t* send_offsets, std::byte* recv, const std::size_t* recv_bytes,
+                         const std::size_t* recv_offsets) {
+  const std::uint32_t n = peers.size(), r = peers.rank();
+  if (recv_bytes[r] != 0) std::memmove(recv + recv_offsets[r], send + send_offsets[r], recv_bytes[r]);
+  // Rank r sends to r+1, r+2, ... first: at each moment the ranks send to different peers.
+  for (std::uint32_t k = 1; k < n; ++k) {
+    const std::uint32_t to = (r + k) % n, from = (r + n - k) % n;
+    peers.recv(from, kDataTag, recv + recv_offsets[from], recv_bytes[from]);  // another size: a mismatch
+    peers.send(to, kDataTag, send + send_offsets[to], send_bytes[to]);
+  }
+  return peers.wait();
 }
 
 }  // namespace sparcoll::algo

@@ -1,5 +1,5 @@
 // The C API of the collectives beyond allreduce (broadcast, allgather, reduce_scatter, reduce,
-// gather, scatter), of send and recv, of the per-call algorithm, and of non-blocking calls (sparcoll_request_t over sparcoll::Request).
+// gather, scatter, all_to_all), of send and recv, of the per-call algorithm, and of non-blocking calls (sparcoll_request_t over sparcoll::Request).
 #include <string>
 
 #include "api/c_api_comm.hpp"
@@ -98,6 +98,19 @@ sparcoll_status_t sparcoll_scatter(sparcoll_comm_t comm, const void* sendbuf, vo
   return guarded([&] { comm->comm.scatter(sendbuf, recvbuf, count, dtype_of(dtype), root); });
 }
 
+sparcoll_status_t sparcoll_all_to_all(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf, size_t bytes_per_rank) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_all_to_all", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] { comm->comm.all_to_all(sendbuf, recvbuf, bytes_per_rank); });
+}
+
+sparcoll_status_t sparcoll_all_to_all_v(sparcoll_comm_t comm, const void* sendbuf, const size_t* send_bytes,
+                                        const size_t* send_offsets, void* recvbuf, const size_t* recv_bytes,
+                                        const size_t* recv_offsets) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_all_to_all_v", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded(
+      [&] { comm->comm.all_to_all_v(sendbuf, send_bytes, send_offsets, recvbuf, recv_bytes, recv_offsets); });
+}
+
 sparcoll_status_t sparcoll_send(sparcoll_comm_t comm, const void* buf, size_t bytes, int peer, int tag) {
   if (const sparcoll_status_t bad = check_comm("sparcoll_send", comm); bad != SPARCOLL_SUCCESS) return bad;
   return guarded([&] { comm->comm.send(buf, bytes, peer, tag); });
@@ -155,6 +168,20 @@ sparcoll_status_t sparcoll_iscatter(sparcoll_comm_t comm, const void* sendbuf, v
                                     sparcoll_dtype_t dtype, int root, sparcoll_request_t* request) {
   return start_request("sparcoll_iscatter", comm, request, [&](sparcoll::Communicator& c) {
     return c.iscatter(sendbuf, recvbuf, count, dtype_of(dtype), root);
+  });
+}
+
+sparcoll_status_t sparcoll_iall_to_all(sparcoll_comm_t comm, const void* sendbuf, void* recvbuf,
+                                       size_t bytes_per_rank, sparcoll_request_t* request) {
+  return start_request("sparcoll_iall_to_all", comm, request,
+                       [&](sparcoll::Communicator& c) { return c.iall_to_all(sendbuf, recvbuf, bytes_per_rank); });
+}
+
+sparcoll_status_t sparcoll_iall_to_all_v(sparcoll_comm_t comm, const void* sendbuf, const size_t* send_bytes,
+                                         const size_t* send_offsets, void* recvbuf, const size_t* recv_bytes,
+                                         const size_t* recv_offsets, sparcoll_request_t* request) {
+  return start_request("sparcoll_iall_to_all_v", comm, request, [&](sparcoll::Communicator& c) {
+    return c.iall_to_all_v(sendbuf, send_bytes, send_offsets, recvbuf, recv_bytes, recv_offsets);
   });
 }
 

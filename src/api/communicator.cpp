@@ -154,6 +154,27 @@ void Communicator::scatter(const void* send, void* recv, std::size_t count, Data
   iscatter(send, recv, count, dtype, root).wait();
 }
 
+Request Communicator::iall_to_all_v(const void* send, const std::size_t* send_bytes, const std::size_t* send_offsets,
+                                    void* recv, const std::size_t* recv_bytes, const std::size_t* recv_offsets) {
+  std::shared_ptr<detail::RequestState> state;
+  throw_if_error(impl_->iall_to_all(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets, &state));
+  return Request(impl_, std::move(state));
+}
+void Communicator::all_to_all_v(const void* send, const std::size_t* send_bytes, const std::size_t* send_offsets,
+                                void* recv, const std::size_t* recv_bytes, const std::size_t* recv_offsets) {
+  iall_to_all_v(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets).wait();
+}
+
+Request Communicator::iall_to_all(const void* send, void* recv, std::size_t bytes_per_rank) {
+  const auto n = static_cast<std::size_t>(size());
+  std::vector<std::size_t> bytes(n, bytes_per_rank), offsets(n);
+  for (std::size_t p = 0; p < n; ++p) offsets[p] = p * bytes_per_rank;
+  return iall_to_all_v(send, bytes.data(), offsets.data(), recv, bytes.data(), offsets.data());
+}
+void Communicator::all_to_all(const void* send, void* recv, std::size_t bytes_per_rank) {
+  iall_to_all(send, recv, bytes_per_rank).wait();
+}
+
 Request Communicator::isend(const void* data, std::size_t bytes, int peer, int tag) {
   std::shared_ptr<detail::RequestState> state;
   throw_if_error(impl_->isend(data, bytes, peer, tag, &state));

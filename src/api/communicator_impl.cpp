@@ -636,6 +636,69 @@ Status CommunicatorImpl::iscatter(const void* send, void* recv, std::size_t coun
   return submit(c, "scatter", problem, out);
 }
 
+// --- all_to_all -----------------------------------------------------------------------------------
+
+namespace {
+
+// What is wrong with one side's pieces (bytes[p] at offsets[p] of buffer), or "". *lo, *hi: the
+// bytes they span.
+std::string check_pieces(const char* side, const void* buffer, const std::size_t* bytes, const std::size_t* offsets,
+                         int ranks, std::size_t* lo, std::size_t* hi) {
+  *lo = SIZE_MAX;
+  *hi = 0;
+  if (bytes == nullptr || offsets == nullptr)
+    return std::string(side) + (bytes == nullptr ? " bytes" : " offsets") + " array is null";
+  for (int p = 0; p < ranks; ++p) {
+    const std::size_t b = bytes[p], o = offsets[p];
+    if (b > (std::size_t{1} << 44) || o > (std::size_t{1} << 56))
+      return std::string(side) + " piece " + std::to_string(p) + " (" + std::to_string(b) + " bytes at offset " +
+             std::to_string(o) + ") is beyond the limits (2^44 bytes, offsets below 2^56)";
+    if (b == 0) continue;
+    if (buffer == nullptr)
+      return std::string(side) + "buf is null with " + std::to_string(b) + " bytes for rank " + std::to_string(p);
+    *lo = std::min(*lo, o);
+    *hi = std::max(*hi, o + b);
+  }
+  return std::string();
+}
+
+}  // namespace
+
+Status CommunicatorImpl::iall_to_all(const void* send, const std::size_t* send_bytes, const std::size_t* send_offsets,
+                                     void* recv, const std::size_t* recv_bytes, const std::size_t* recv_offsets,
+                                     std::shared_ptr<RequestState>* out) {
+  if (Status s = check_usable("all_to_all"); !s.ok()) return s;
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = coll::CollKind::all_to_all;
+  c.algo = Algorithm::ring;
+  c.send = send;
+  c.recv = recv;
+  c.count = 0;
+  c.dtype = DataType::i32;
+  const auto n = static_cast<std::size_t>(size());
+  c.send_bytes.assign(n, 0);
+  c.send_offsets.assign(n, 0);
+  c.recv_bytes.assign(n, 0);
+  c.recv_offsets.assign(n, 0);
+  std::size_t slo, shi, rlo, rhi;
+  std::string problem = check_pieces("send", send, send_bytes, send_offsets, size(), &slo, &shi);
+  if (problem.empty()) problem = check_pieces("recv", recv, recv_bytes, recv_offsets, size(), &rlo, &rhi);
+  if (problem.empty() && send_bytes[rank()] != recv_bytes[rank()])
+    problem = "this rank's piece for itself is " + std::to_string(send_bytes[rank()]) + " bytes in sendbuf and " +
+              std::to_string(recv_bytes[rank()]) + " in recvbuf";
+  if (problem.empty() && slo < shi && rlo < rhi &&
+      overlaps(static_cast<const std::byte*>(send) + slo, shi - slo, static_cast<const std::byte*>(recv) + rlo,
+               rhi - rlo))
+    problem = "sendbuf and recvbuf overlap";
+  if (problem.empty()) {
+    std::copy_n(send_bytes, n, c.send_bytes.begin());
+    std::copy_n(send_offsets, n, c.send_offsets.begin());
+    std::copy_n(recv_bytes, n, c.recv_bytes.begin());
+    std::copy_n(recv_offsets, n, c.recv_offsets.begin());
+  }
+  return submit(c, "all_to_all", problem, out);
+}
+
 // --- send, recv -----------------------------------------------------------------------------------
 // Not collectives: bad arguments fail the call here, on this rank alone (no peer is waiting in
 // a collective for it), before anything is submitted.

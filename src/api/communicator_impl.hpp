@@ -41,6 +41,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
                  std::shared_ptr<RequestState>* out);
   Status iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root,
                   std::shared_ptr<RequestState>* out);
+  Status iall_to_all(const void* send, const std::size_t* send_bytes, const std::size_t* send_offsets, void* recv,
+                     const std::size_t* recv_bytes, const std::size_t* recv_offsets,
+                     std::shared_ptr<RequestState>* out);
   Status isend(const void* data, std::size_t bytes, int peer, int tag, std::shared_ptr<RequestState>* out);
   Status irecv(void* data, std::size_t bytes, int peer, int tag, int* source, std::shared_ptr<RequestState>* out);
   Status iallreduce_compressed(std::uint64_t tensor_id, const float* grad, float* out, std::size_t count,

@@ -33,6 +33,7 @@ enum class CollKind : std::uint8_t {
   // thread posts them to the mailbox (mailbox.hpp) and frees their slot at once.
   send,
   recv,
+  all_to_all,
 };
 
 constexpr bool is_p2p(CollKind k) noexcept { return k == CollKind::send || k == CollKind::recv; }
@@ -76,6 +77,9 @@ struct CollOp {
   std::int32_t peer = 0;
   std::uint32_t tag = 0;
   std::int32_t* source = nullptr;
+  // all_to_all: bytes and offsets per rank into send and recv (copied from the caller's
+  // arrays; capacity kept with the slot).
+  std::vector<std::size_t> send_bytes, send_offsets, recv_bytes, recv_offsets;
   SparseArgs sparse;
   HybridArgs hybrid;
   // compressed_allreduce: tensor, grad (send), out (recv), n (count), k, compression, seed; the

@@ -255,23 +255,27 @@ Status Executor::execute(CollOp& op) {
     case CollKind::reduce: kind = "reduce"; break;
     case CollKind::gather: kind = "gather"; break;
     case CollKind::scatter: kind = "scatter"; break;
+    case CollKind::all_to_all: kind = "all_to_all"; break;
     case CollKind::send:
     case CollKind::recv: return Status(ErrorCode::internal, "send and recv go to the mailbox, not execute()");
   }
   // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
   const std::string algo = op.kind == CollKind::broadcast                                ? "binomial tree"
-                           : op.kind == CollKind::gather || op.kind == CollKind::scatter ? "direct"
+                           : op.kind == CollKind::gather || op.kind == CollKind::scatter ||
+                                   op.kind == CollKind::all_to_all
+                               ? "direct"
                                                                                          : std::string(algorithm_name(op.algo));
   // What every rank must agree on: only the fields this kind uses (a slot's others are stale).
   const bool reduces = op.kind != CollKind::broadcast && op.kind != CollKind::allgather &&
                        op.kind != CollKind::compressed_allreduce && op.kind != CollKind::gather &&
-                       op.kind != CollKind::scatter;
+                       op.kind != CollKind::scatter && op.kind != CollKind::all_to_all;
   const bool rooted = op.kind == CollKind::broadcast || op.kind == CollKind::reduce || op.kind == CollKind::gather ||
                       op.kind == CollKind::scatter;
   const bool has_algo = op.kind == CollKind::allreduce || op.kind == CollKind::sparse_allreduce;
   const std::uint32_t signature = collective_signature(
       static_cast<std::uint8_t>(op.kind), has_algo ? static_cast<std::uint8_t>(op.algo) : 0,
-      op.kind == CollKind::compressed_allreduce ? 0 : static_cast<std::uint8_t>(op.dtype),
+      op.kind == CollKind::compressed_allreduce || op.kind == CollKind::all_to_all ? 0
+                                                                                 : static_cast<std::uint8_t>(op.dtype),
       reduces ? static_cast<std::uint8_t>(op.op) : 0);
   peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + algo + ")", op.deadline, signature,
                rooted ? op.root : 0);
@@ -301,6 +305,10 @@ Status Executor::execute(CollOp& op) {
                                     scratch_);
     case CollKind::hybrid_allreduce:
       return hybrid_allreduce(op);
+    case CollKind::all_to_all:
+      return algo::direct_all_to_all(peers_, static_cast<const std::byte*>(op.send), op.send_bytes.data(),
+                                     op.send_offsets.data(), static_cast<std::byte*>(op.recv), op.recv_bytes.data(),
+                                     op.recv_offsets.data());
     case CollKind::send:
     case CollKind::recv:
       break;  // never here: the kind switch above returned

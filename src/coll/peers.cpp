@@ -224,7 +224,8 @@ std::string describe_signature(std::uint32_t sig) {
   static constexpr const char* kKinds[] = {"allreduce",        "broadcast",            "allgather",
                                            "reduce_scatter",   "allreduce_sparse",     "allreduce_compressed",
                                            "hybrid allreduce", "reduce",               "gather",
-                                           "scatter"};
+                                           "scatter",          "send",                 "recv",
+                                           "all_to_all"};
   const std::uint32_t kind = sig >> 24 & 0x7f;
   const auto algo = static_cast<std::uint8_t>(sig >> 16), dtype = static_cast<std::uint8_t>(sig >> 8),
              op = static_cast<std::uint8_t>(sig);

@@ -127,6 +127,34 @@ int main(void) {
     free(all);
   }
 
+  /* all_to_all, even and uneven (rank p sends p + 1 ints to everyone), and overlapping buffers. */
+  {
+    int* out = malloc((size_t)size * 2 * sizeof(int));
+    int* in = malloc((size_t)size * 2 * sizeof(int));
+    for (int p = 0; p < size; ++p) out[2 * p] = rank * 100 + p, out[2 * p + 1] = -rank;
+    s = sparcoll_all_to_all(comm, out, in, 2 * sizeof(int));
+    CHECK(s == SPARCOLL_SUCCESS, "all_to_all: %s", sparcoll_last_error());
+    for (int p = 0; p < size; ++p) CHECK(in[2 * p] == p * 100 + rank, "all_to_all: piece from %d is %d", p, in[2 * p]);
+    size_t* sb = malloc((size_t)size * 4 * sizeof(size_t));
+    size_t *so = sb + size, *rb = sb + 2 * size, *ro = sb + 3 * size;
+    for (int p = 0; p < size; ++p) {
+      sb[p] = (size_t)(rank % 2 + 1) * sizeof(int), so[p] = 0; /* the same ints to everyone */
+      rb[p] = (size_t)(p % 2 + 1) * sizeof(int), ro[p] = 2 * (size_t)p * sizeof(int);
+    }
+    for (int i = 0; i < 2 * size; ++i) in[i] = -1;
+    s = sparcoll_all_to_all_v(comm, out, sb, so, in, rb, ro);
+    CHECK(s == SPARCOLL_SUCCESS, "all_to_all_v: %s", sparcoll_last_error());
+    for (int p = 0; p < size; ++p)
+      CHECK(in[2 * p] == p * 100 && (p % 2 == 0 ? in[2 * p + 1] == -1 : in[2 * p + 1] == -p),
+            "all_to_all_v: piece from %d is %d %d", p, in[2 * p], in[2 * p + 1]);
+    s = sparcoll_all_to_all(comm, out, out, sizeof(int));
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "overlap"), "all_to_all overlap: %d %s",
+          s, sparcoll_last_error());
+    free(sb);
+    free(in);
+    free(out);
+  }
+
   /* send and recv: a ring exchange, one from any source, and a bad peer. */
   if (size > 1) {
     int out[3] = {rank, rank * 2, rank * 3}, in[3] = {-1, -1, -1}, source = -2;

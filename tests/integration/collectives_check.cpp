@@ -1,12 +1,13 @@
 // sparcoll-check-collectives: run under sparcoll-run; every rank runs a matrix of broadcast
 // (every root), allgather (out of place and in place), reduce_scatter (every op), reduce (every
-// op), gather and scatter (out of place and in place; their roots take turns) and barrier cases
+// op), gather and scatter (out of place and in place; their roots take turns), all_to_all (even
+// and uneven pieces, all_to_all_v) and barrier cases
 // on seeded data (perf/lib/workload.hpp) and checks each result against what it must be. The
 // root's buffers of reduce, gather and scatter are null on the other ranks, as they may be.
 // Cases are issued with the non-blocking calls, --inflight of them at once and of mixed kinds,
 // so several collectives share the collective thread's queue.
 //
-//   sparcoll-check-collectives [--kinds broadcast,allgather,reduce_scatter,reduce,gather,scatter,barrier]
+//   sparcoll-check-collectives [--kinds broadcast,allgather,reduce_scatter,reduce,gather,scatter,all_to_all,barrier]
 //                              [--dtypes f32,f16,bf16,i32] [--ops sum,avg,min,max]
 //                              [--sizes 0,1,255,257,1283] [--large N] [--inflight N] [--seed S]
 //
@@ -50,7 +51,7 @@ std::vector<std::string> split(const std::string& text) {
   std::exit(2);
 }
 
-enum class Kind { broadcast, allgather, reduce_scatter, reduce, gather, scatter };
+enum class Kind { broadcast, allgather, reduce_scatter, reduce, gather, scatter, all_to_all };
 
 struct Case {
   Kind kind = Kind::broadcast;
@@ -58,7 +59,7 @@ struct Case {
   ReduceOp op = ReduceOp::sum;
   std::size_t count = 0;  // broadcast, reduce: elements; allgather, reduce_scatter, gather, scatter: per rank
   int root = 0;
-  bool in_place = false;
+  bool in_place = false;  // all_to_all: uneven pieces instead
   std::uint64_t seed = 0;
   std::vector<std::byte> send, recv;
   sparcoll::Request request;
@@ -75,6 +76,21 @@ sparcoll::perf::WorkloadSpec spec_of(const Case& c, std::size_t count, int world
   spec.seed = c.seed;
   spec.world_size = world;
   return spec;
+}
+
+// all_to_all: elements rank `from` sends to rank `to` (uneven: they differ per pair, some 0).
+std::size_t piece(const Case& c, int from, int to) {
+  if (!c.in_place) return c.count;
+  return c.count == 0 ? 0 : c.count + static_cast<std::size_t>((from * 3 + to * 5) % 4) - 1;
+}
+
+// all_to_all: rank `from`'s whole send buffer, its pieces for ranks 0..n-1 back to back.
+std::vector<std::byte> all_to_all_input(const Case& c, int from, int n) {
+  std::size_t total = 0;
+  for (int to = 0; to < n; ++to) total += piece(c, from, to);
+  std::vector<std::byte> out;
+  sparcoll::perf::generate(spec_of(c, total, n), from, &out);
+  return out;
 }
 
 // Fills the buffers and starts the case.
@@ -130,6 +146,19 @@ void start(sparcoll::Communicator& comm, Case& c) {
         send = mine;
       }
       c.request = comm.igather(send, c.recv.data(), c.count, c.dtype, c.root);
+      return;
+    }
+    case Kind::all_to_all: {
+      c.send = all_to_all_input(c, r, n);
+      std::vector<std::size_t> sb(static_cast<std::size_t>(n)), so(sb.size()), rb(sb.size()), ro(sb.size());
+      std::size_t sat = 0, rat = 0;
+      for (int p = 0; p < n; ++p) {
+        sb[p] = piece(c, r, p) * esize, so[p] = sat, sat += sb[p];
+        rb[p] = piece(c, p, r) * esize, ro[p] = rat, rat += rb[p];
+      }
+      c.recv.assign(rat, std::byte{0x7b});
+      c.request = c.in_place ? comm.iall_to_all_v(c.send.data(), sb.data(), so.data(), c.recv.data(), rb.data(), ro.data())
+                             : comm.iall_to_all(c.send.data(), c.recv.data(), c.count * esize);
       return;
     }
     case Kind::scatter: {
@@ -205,6 +234,15 @@ std::string verify(const sparcoll::Communicator& comm, const Case& c) {
       }
       break;
     }
+    case Kind::all_to_all:
+      for (int p = 0; p < n; ++p) {
+        const std::vector<std::byte> theirs = all_to_all_input(c, p, n);
+        std::size_t at = 0;
+        for (int q = 0; q < r; ++q) at += piece(c, p, q) * esize;
+        want.insert(want.end(), theirs.begin() + static_cast<std::ptrdiff_t>(at),
+                    theirs.begin() + static_cast<std::ptrdiff_t>(at + piece(c, p, r) * esize));
+      }
+      break;
     case Kind::scatter: {
       std::vector<std::byte> full;
       sparcoll::perf::generate(spec_of(c, c.count * static_cast<std::size_t>(n), n), c.root, &full);
@@ -256,7 +294,8 @@ std::string barrier_round(sparcoll::Communicator& comm, int late) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> kinds = {"broadcast", "allgather", "reduce_scatter", "reduce", "gather", "scatter", "barrier"},
+  std::vector<std::string> kinds = {"broadcast", "allgather", "reduce_scatter", "reduce",
+                                    "gather",    "scatter",   "all_to_all",     "barrier"},
                            dtypes = {"f32", "f16", "bf16", "i32"}, ops = {"sum", "avg", "min", "max"},
                            sizes = {"0", "1", "255", "257", "1283"};
   std::size_t large = 0;
@@ -283,7 +322,7 @@ int main(int argc, char** argv) {
   };
   for (const auto& k : kinds)
     if (k != "broadcast" && k != "allgather" && k != "reduce_scatter" && k != "reduce" && k != "gather" &&
-        k != "scatter" && k != "barrier")
+        k != "scatter" && k != "all_to_all" && k != "barrier")
       usage("unknown kind " + k);
 
   try {
@@ -333,6 +372,11 @@ int main(int argc, char** argv) {
         for (bool in_place : {false, true}) {
           if (has("gather")) rooted(Kind::gather, ReduceOp::sum, in_place, "gather");
           if (has("scatter")) rooted(Kind::scatter, ReduceOp::sum, in_place, "scatter");
+          if (has("all_to_all")) {
+            Case c{Kind::all_to_all, *dtype, ReduceOp::sum, count};
+            c.in_place = in_place;
+            add(std::move(c), "all_to_all" + tail + (in_place ? " uneven" : " even"));
+          }
         }
       }
       if (large > 0) {
@@ -345,6 +389,7 @@ int main(int argc, char** argv) {
         if (has("reduce")) add(Case{Kind::reduce, *dtype, ReduceOp::sum, large, n - 1}, "reduce sum root=last" + tail);
         if (has("gather")) add(Case{Kind::gather, *dtype, ReduceOp::sum, per_rank, n / 2}, "gather root=middle" + tail);
         if (has("scatter")) add(Case{Kind::scatter, *dtype, ReduceOp::sum, per_rank, 0}, "scatter root=0" + tail);
+        if (has("all_to_all")) add(Case{Kind::all_to_all, *dtype, ReduceOp::sum, per_rank}, "all_to_all" + tail);
       }
     }
 

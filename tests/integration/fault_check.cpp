@@ -306,6 +306,10 @@ int main(int argc, char** argv) {
     } else if (scenario == "scatter_count_mismatch") {
       std::vector<float> all(std::size_t{1001} * static_cast<std::size_t>(comm->size()), 1.0f), out(1001);
       comm->scatter(all.data(), out.data(), culprit ? 1001 : 1000, DataType::f32, 0);
+    } else if (scenario == "all_to_all_count_mismatch") {
+      const auto n = static_cast<std::size_t>(comm->size());
+      std::vector<float> in(4004 * n, 1.0f), out(4004 * n);
+      comm->all_to_all(in.data(), out.data(), culprit ? 4004 : 4000);
     } else if (scenario == "reduce_root_disagree" || scenario == "gather_root_disagree" ||
                scenario == "scatter_root_disagree") {
       // Both roots are valid ranks: the roots every fragment carries must catch it at once (no
@@ -387,7 +391,7 @@ int main(int argc, char** argv) {
     else if (scenario == "ring_count_mismatch" || scenario == "allgather_count_mismatch" ||
              scenario == "reduce_scatter_count_mismatch" || scenario == "broadcast_count_mismatch" ||
              scenario == "reduce_count_mismatch" || scenario == "gather_count_mismatch" ||
-             scenario == "scatter_count_mismatch")
+             scenario == "scatter_count_mismatch" || scenario == "all_to_all_count_mismatch")
       rc = report(rank, e, ErrorCode::mismatch, "differ across ranks");
     else if (scenario == "broadcast_bad_root")
       rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "root 3 is not a rank" : "rank 1");
@@ -416,7 +420,7 @@ int main(int argc, char** argv) {
                      scenario.rfind("reduce_scatter_", 0) == 0 || scenario.rfind("broadcast_", 0) == 0 ||
                      scenario.rfind("p2p_", 0) == 0 || scenario.rfind("reduce_", 0) == 0 ||
                      scenario.rfind("gather_", 0) == 0 || scenario.rfind("scatter_", 0) == 0 ||
-                     scenario.rfind("rooted_", 0) == 0;
+                     scenario.rfind("rooted_", 0) == 0 || scenario.rfind("all_to_all_", 0) == 0;
     return p2p ? check_p2p_still_works(*comm) : check_still_works(*comm);
   }
   if (may_succeed(scenario, culprit)) {

@@ -56,7 +56,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "broadcast_bad_root", "broadcast_root_disagree", "broadcast_skipped",
                                          "p2p_null_buffer", "ring_die", "ring_hang", "reduce_count_mismatch",
                                          "gather_count_mismatch", "scatter_count_mismatch", "reduce_root_disagree",
-                                         "gather_root_disagree", "scatter_root_disagree", "rooted_bad_root"),
+                                         "gather_root_disagree", "scatter_root_disagree", "rooted_bad_root",
+                                         "all_to_all_count_mismatch"),
                        ::testing::Values("shm", "tcp")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
