@@ -149,12 +149,6 @@ void unpack_bytes(const std::byte* src, const std::vector<at::Tensor>& tensors) 
   }
 }
 
-[[noreturn]] void unsupported(const char* op) {
-  TORCH_CHECK(false, "sparcoll: ", op,
-              " is not supported by the sparcoll backend (it runs allreduce, broadcast, allgather, "
-              "allgather_coalesced, reduce_scatter, reduce, gather, scatter, send, recv and barrier); run it on a gloo group: torch.distributed.new_group(backend=\"gloo\")");
-}
-
 // Completed from the CompletionQueue thread; Work::wait() and the Future both wait on it.
 class SparcollWork final : public c10d::Work {
  public:
@@ -748,6 +742,105 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::scatter(std::vector<at::Ten
   });
 }
 
+// --- all_to_all ----------------------------------------------------------------------------------
+
+namespace {
+
+// Bytes per rank of a tensor cut along dim 0 by `splits` (rows per rank; empty: equal rows),
+// and their offsets; `name` in errors.
+void cut_rows(const char* op, const std::string& name, const at::Tensor& t, const std::vector<int64_t>& splits,
+              int size, std::vector<std::size_t>* bytes, std::vector<std::size_t>* offsets) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  const std::size_t row_bytes = rows == 0 ? 0 : t.nbytes() / static_cast<std::size_t>(rows);
+  bytes->assign(static_cast<std::size_t>(size), 0);
+  offsets->assign(static_cast<std::size_t>(size), 0);
+  if (splits.empty()) {
+    TORCH_CHECK(rows % size == 0, "sparcoll: ", op, ": ", name, " has ", rows, " rows (dim 0), which do not split ",
+                "equally across ", size, " ranks; pass split sizes");
+    for (int p = 0; p < size; ++p) {
+      (*bytes)[static_cast<std::size_t>(p)] = static_cast<std::size_t>(rows / size) * row_bytes;
+      (*offsets)[static_cast<std::size_t>(p)] = static_cast<std::size_t>(p) * (*bytes)[static_cast<std::size_t>(p)];
+    }
+    return;
+  }
+  TORCH_CHECK(static_cast<int>(splits.size()) == size, "sparcoll: ", op, ": ", splits.size(), " split sizes for ",
+              name, "; it needs one per rank (", size, ")");
+  int64_t at = 0;
+  for (int p = 0; p < size; ++p) {
+    const int64_t s = splits[static_cast<std::size_t>(p)];
+    TORCH_CHECK(s >= 0, "sparcoll: ", op, ": split size ", p, " of ", name, " is negative (", s, ")");
+    (*bytes)[static_cast<std::size_t>(p)] = static_cast<std::size_t>(s) * row_bytes;
+    (*offsets)[static_cast<std::size_t>(p)] = static_cast<std::size_t>(at) * row_bytes;
+    at += s;
+  }
+  TORCH_CHECK(at == rows, "sparcoll: ", op, ": the split sizes of ", name, " add up to ", at, " rows, it has ", rows);
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                                   std::vector<int64_t>& output_split_sizes,
+                                                                   std::vector<int64_t>& input_split_sizes,
+                                                                   const c10d::AllToAllOptions&) {
+  return run("alltoall_base", c10d::OpType::ALLTOALL_BASE, Sequence::collective, [&] {
+    const char* op = "alltoall_base";
+    check_tensor(op, "the input tensor", input);
+    check_tensor(op, "the output tensor", output);
+    TORCH_CHECK(input.scalar_type() == output.scalar_type(), "sparcoll: ", op, ": the output tensor has dtype ",
+                dtype_name(output.scalar_type()), ", the input ", dtype_name(input.scalar_type()));
+    std::vector<std::size_t> sb, so, rb, ro;
+    cut_rows(op, "the input tensor", input, input_split_sizes, size_, &sb, &so);
+    cut_rows(op, "the output tensor", output, output_split_sizes, size_, &rb, &ro);
+    Issued issued;
+    issued.outputs = {output};
+    // sparcoll wants the buffers apart: an input that overlaps the output goes from a copy.
+    at::Tensor source = input;
+    const auto* in = static_cast<const std::byte*>(input.data_ptr());
+    const auto* out = static_cast<const std::byte*>(output.data_ptr());
+    if (input.nbytes() != 0 && output.nbytes() != 0 && in < out + output.nbytes() && out < in + input.nbytes())
+      source = input.clone();
+    Started s{comm_->iall_to_all_v(source.data_ptr(), sb.data(), so.data(), output.data_ptr(), rb.data(), ro.data()),
+              nullptr};
+    s.finish = keeping(source, nullptr);  // sparcoll reads it until done
+    issued.ops.push_back(std::move(s));
+    return issued;
+  });
+}
+
+// input[p] goes to rank p, output[p] comes from rank p (any shapes, one dtype): one all_to_all
+// of the inputs' bytes back to back, cut into the outputs.
+c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::alltoall(std::vector<at::Tensor>& outputs,
+                                                              std::vector<at::Tensor>& inputs,
+                                                              const c10d::AllToAllOptions&) {
+  return run("alltoall", c10d::OpType::ALLTOALL, Sequence::collective, [&] {
+    const char* op = "alltoall";
+    TORCH_CHECK(static_cast<int>(inputs.size()) == size_ && static_cast<int>(outputs.size()) == size_, "sparcoll: ",
+                op, ": the input and output lists have ", inputs.size(), " and ", outputs.size(),
+                " tensors; each needs one per rank (", size_, ")");
+    const auto n = static_cast<std::size_t>(size_);
+    std::vector<std::size_t> sb(n), so(n), rb(n), ro(n);
+    std::size_t sat = 0, rat = 0;
+    for (std::size_t p = 0; p < n; ++p) {
+      check_tensor(op, "input " + tensor_name(p), inputs[p]);
+      check_tensor(op, "output " + tensor_name(p), outputs[p]);
+      TORCH_CHECK(outputs[p].scalar_type() == inputs[0].scalar_type(), "sparcoll: ", op, ": output ", tensor_name(p),
+                  " has dtype ", dtype_name(outputs[p].scalar_type()), ", the inputs ",
+                  dtype_name(inputs[0].scalar_type()));
+      sb[p] = inputs[p].nbytes(), so[p] = sat, sat += sb[p];
+      rb[p] = outputs[p].nbytes(), ro[p] = rat, rat += rb[p];
+    }
+    auto send = std::make_shared<std::vector<std::byte>>(sat);
+    pack_bytes(inputs, send->data());
+    auto received = std::make_shared<std::vector<std::byte>>(rat);
+    Issued issued;
+    issued.outputs = outputs;
+    Started s{comm_->iall_to_all_v(send->data(), sb.data(), so.data(), received->data(), rb.data(), ro.data()),
+              [send, received, outs = outputs] { unpack_bytes(received->data(), outs); }};
+    issued.ops.push_back(std::move(s));
+    return issued;
+  });
+}
+
 // --- send, recv --------------------------------------------------------------------------------
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
@@ -786,16 +879,5 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_recv(const char* op, st
   return issued;
 }
 
-// --- unsupported -----------------------------------------------------------------------------
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
-                                                                   std::vector<int64_t>&,
-                                                                   const c10d::AllToAllOptions&) {
-  unsupported("alltoall_base");
-}
-c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
-                                                              const c10d::AllToAllOptions&) {
-  unsupported("alltoall");
-}
 
 }  // namespace sparcoll_torch

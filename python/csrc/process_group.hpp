@@ -3,7 +3,7 @@
 // Supported: allreduce (+ allreduce_coalesced; sum/avg/min/max/product; f32, f16, bf16, i32; several
 // tensors per call, each reduced on its own; torch.sparse COO tensors), broadcast, allgather
 // (+ _allgather_base, allgather_coalesced), reduce_scatter (+ _reduce_scatter_base), reduce,
-// gather, scatter, send, recv (+ recvAnysource), barrier. Every other operation
+// gather, scatter, alltoall (+ alltoall_base), send, recv (+ recvAnysource), barrier. Every other operation
 // throws a RuntimeError naming it. Works are asynchronous: collectives are issued with
 // sparcoll's non-blocking calls and completed by a CompletionQueue thread.
 #pragma once
@@ -66,11 +66,13 @@ class ProcessGroupSparcoll final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
-  // Not supported: each throws "sparcoll: <op> is not supported ...".
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
-                                               std::vector<int64_t>&, const c10d::AllToAllOptions&) override;
-  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
-                                          const c10d::AllToAllOptions&) override;
+  // all_to_all_single (even or uneven row splits along dim 0) and all_to_all (lists), any dtype.
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
 
   // Completes outstanding Works and leaves the sparcoll job (a collective: every rank calls it,
   // through torch.distributed.destroy_process_group). Later calls throw. Idempotent.

@@ -5,7 +5,7 @@
 
 Collectives: allreduce (SUM, AVG, MIN, MAX, PRODUCT on float32, float16, bfloat16, int32; several
 tensors per call; torch.sparse_coo), broadcast, allgather, allgather_coalesced, reduce_scatter,
-reduce, gather, scatter, send/recv (tags, any source), barrier.
+reduce, gather, scatter, all_to_all (+ all_to_all_single), send/recv (tags, any source), barrier.
 Every other operation raises RuntimeError naming it. See docs/pytorch.md.
 """
 import torch.distributed as dist  # registers torch's ProcessGroup type, which _C returns

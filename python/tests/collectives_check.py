@@ -168,6 +168,35 @@ def main():
     check("scatter into an unaligned uint8 view", base[1:8], payload(50 + rank, torch.uint8, 7))
     check("scatter into an unaligned view, bytes around it", base[8:], payload(rank, torch.uint8, 12)[8:])
 
+    # all_to_all_single, even and uneven rows (2-D), and all_to_all of lists: every dtype as bytes.
+    for dtype, n in kinds + [(torch.complex64, 11)]:
+        if dtype == torch.complex64:
+            make = lambda r, k: torch.view_as_complex(payload(r, torch.float32, 2 * k).reshape(k, 2))
+        else:
+            make = lambda r, k: payload(r, dtype, k)
+        out = torch.empty(world * n, dtype=dtype)
+        dist.all_to_all_single(out, make(rank, world * n))
+        want = torch.cat([make(r, world * n)[rank * n:(rank + 1) * n] for r in range(world)])
+        check(f"all_to_all_single {dtype} x {n} per rank", out, want)
+        outs = [torch.empty(n + r, dtype=dtype) for r in range(world)]  # from rank r: n + r elements
+        ins = [make(rank, n + rank) for _ in range(world)]
+        dist.all_to_all(outs, ins)
+        for r in range(world):
+            check(f"all_to_all lists {dtype} from {r}", outs[r], make(r, n + r))
+    # Uneven splits of 2-D rows: rank r sends r + p rows to rank p.
+    cols = 3
+    rows_in = [rank + p for p in range(world)]
+    rows_out = [r + rank for r in range(world)]
+    src = payload(rank, torch.float32, sum(rows_in) * cols).reshape(-1, cols)
+    out = torch.empty(sum(rows_out), cols)
+    dist.all_to_all_single(out, src, output_split_sizes=rows_out, input_split_sizes=rows_in)
+    pieces = []
+    for r in range(world):
+        theirs = payload(r, torch.float32, sum(r + p for p in range(world)) * cols).reshape(-1, cols)
+        start = sum(r + p for p in range(rank))
+        pieces.append(theirs[start:start + r + rank])
+    check("all_to_all_single uneven 2-D rows", out, torch.cat(pieces))
+
     # send and recv: every dtype as bytes to the right, from the left; tags taken out of order;
     # a recv from any source names its sender.
     right, left = (rank + 1) % world, (rank - 1) % world
