@@ -37,7 +37,17 @@ typedef enum {
   SPARCOLL_INT32 = 3
 } sparcoll_dtype_t;
 
-typedef enum { SPARCOLL_SUM = 0, SPARCOLL_AVG = 1, SPARCOLL_MIN = 2, SPARCOLL_MAX = 3, SPARCOLL_PROD = 4 } sparcoll_op_t;
+/* SPARCOLL_BAND, _BOR, _BXOR: bitwise, on SPARCOLL_INT32 only. */
+typedef enum {
+  SPARCOLL_SUM = 0,
+  SPARCOLL_AVG = 1,
+  SPARCOLL_MIN = 2,
+  SPARCOLL_MAX = 3,
+  SPARCOLL_PROD = 4,
+  SPARCOLL_BAND = 5,
+  SPARCOLL_BOR = 6,
+  SPARCOLL_BXOR = 7
+} sparcoll_op_t;
 
 /* Options of a communicator, for sparcoll_comm_init. Opaque, so options can be added without
  * changing the ABI. Keys and values are those of the SPARCOLL_* variables (docs/config.md): the

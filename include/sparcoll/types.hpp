@@ -10,9 +10,9 @@ namespace sparcoll {
 
 // Values are part of the C ABI and of the wire format: append only.
 enum class DataType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, i32 = 3 };
-// product multiplies (i32 wraps modulo 2^32); like min and max, zero is not its neutral element,
-// so a rank's zero blocks take part in it.
-enum class ReduceOp : std::uint8_t { sum = 0, avg = 1, min = 2, max = 3, product = 4 };
+// product multiplies (i32 wraps modulo 2^32); like min, max and band, zero is not its neutral
+// element, so a rank's zero blocks take part in it. band, bor, bxor: bitwise, i32 only.
+enum class ReduceOp : std::uint8_t { sum = 0, avg = 1, min = 2, max = 3, product = 4, band = 5, bor = 6, bxor = 7 };
 
 // How an allreduce runs (docs/algorithms.md). Values are part of the C ABI: append only.
 enum class Algorithm : std::uint8_t {
@@ -41,7 +41,15 @@ constexpr std::size_t dtype_size(DataType t) noexcept {
 }
 
 constexpr bool dtype_valid(std::uint8_t raw) noexcept { return raw <= 3; }
-constexpr bool reduce_op_valid(std::uint8_t raw) noexcept { return raw <= 4; }
+constexpr bool reduce_op_valid(std::uint8_t raw) noexcept { return raw <= 7; }
+// The bitwise ops take integer dtypes only.
+constexpr bool reduce_op_is_bitwise(ReduceOp op) noexcept {
+  return op == ReduceOp::band || op == ReduceOp::bor || op == ReduceOp::bxor;
+}
+// Whether op(x, 0) == x for every x: a rank's zero blocks can then be skipped.
+constexpr bool zero_is_neutral(ReduceOp op) noexcept {
+  return op == ReduceOp::sum || op == ReduceOp::avg || op == ReduceOp::bor || op == ReduceOp::bxor;
+}
 
 std::string_view dtype_name(DataType t) noexcept;
 std::string_view reduce_op_name(ReduceOp op) noexcept;

@@ -92,9 +92,12 @@ sparcoll::ReduceOp reduce_op(const char* op, const c10d::ReduceOp& r) {
     case c10d::ReduceOp::MIN: return sparcoll::ReduceOp::min;
     case c10d::ReduceOp::MAX: return sparcoll::ReduceOp::max;
     case c10d::ReduceOp::PRODUCT: return sparcoll::ReduceOp::product;
+    case c10d::ReduceOp::BAND: return sparcoll::ReduceOp::band;  // on int32 (sparcoll checks)
+    case c10d::ReduceOp::BOR: return sparcoll::ReduceOp::bor;
+    case c10d::ReduceOp::BXOR: return sparcoll::ReduceOp::bxor;
     default:
       TORCH_CHECK(false, "sparcoll: ", op, ": ReduceOp.", reduce_op_name(r.op_),
-                  " is not supported; use SUM, AVG, MIN, MAX or PRODUCT");
+                  " is not supported; use SUM, AVG, MIN, MAX, PRODUCT, BAND, BOR or BXOR");
   }
 }
 

@@ -256,6 +256,16 @@ def main():
         dist.reduce(got, dst=world - 1, op=dist.ReduceOp.PRODUCT)
         if rank == world - 1:
             check(f"reduce {dtype} PRODUCT", got, want.to(dtype))
+    # BAND, BOR, BXOR on int32, allreduce and reduce_scatter.
+    for op, fold in [(dist.ReduceOp.BAND, lambda a, b: a & b), (dist.ReduceOp.BOR, lambda a, b: a | b),
+                     (dist.ReduceOp.BXOR, lambda a, b: a ^ b)]:
+        bits = lambda r: (torch.arange(300, dtype=torch.int32) * (0x01000193 + r)) | 0x0f000f00
+        got = bits(rank)
+        dist.all_reduce(got, op=op)
+        want = bits(0)
+        for r in range(1, world):
+            want = fold(want, bits(r))
+        check(f"all_reduce int32 {op}", got, want)
     t = torch.full((10,), float(rank + 1))
     dist.reduce(t, dst=world - 1, op=dist.ReduceOp.AVG)
     if rank == world - 1:

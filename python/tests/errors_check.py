@@ -116,8 +116,8 @@ def main():
         ("dtype of reduce_scatter", "has dtype torch.int64",
          lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.int64),
                                      [torch.ones(2, dtype=torch.int64) for _ in range(world)])),
-        ("reduce op", "ReduceOp.BXOR is not supported",
-         lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BXOR)),
+        ("bitwise op on floats", "op bxor is bitwise: it takes i32, not f32",
+         lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BXOR)),
         ("layout sparse_csr", "has layout torch.sparse_csr",
          lambda: pg.allreduce([torch.eye(3).to_sparse_csr()]).wait()),
         # torch 1.13 registers c10d kernels for CPU and CUDA only: other devices stop in its

@@ -330,7 +330,7 @@ void Aggregator::reduce_round(Slot& slot, Lane& lane, std::uint64_t limit) {
   const proto::Geometry& g = slot.geometry;
   const DataType dt = g.dtype;
   const ReduceOp op = slot.redop;
-  const bool zero_matters = op != ReduceOp::sum && op != ReduceOp::avg;  // min, max, product
+  const bool zero_matters = !zero_is_neutral(op);  // min, max, product, band
   const bool wide_avg = dt == DataType::i32 && op == ReduceOp::avg;  // exact: block/reduce.hpp
   const std::size_t full_out = g.full_block_bytes();
   // Co-located: write the results straight into our own worker's output; the other workers'

@@ -42,7 +42,9 @@ std::string check_arguments(const void* send, const void* recv, std::size_t coun
   if (!dtype_valid(static_cast<std::uint8_t>(dtype)))
     return "dtype " + std::to_string(static_cast<int>(dtype)) + " is not one of f32, f16, bf16, i32";
   if (!reduce_op_valid(static_cast<std::uint8_t>(op)))
-    return "op " + std::to_string(static_cast<int>(op)) + " is not one of sum, avg, min, max, product";
+    return "op " + std::to_string(static_cast<int>(op)) + " is not one of sum, avg, min, max, product, band, bor, bxor";
+  if (reduce_op_is_bitwise(op) && dtype != DataType::i32)
+    return "op " + std::string(reduce_op_name(op)) + " is bitwise: it takes i32, not " + std::string(dtype_name(dtype));
   if (count == 0) return std::string();
   if (count > (std::size_t{1} << 56)) return "count " + std::to_string(count) + " exceeds the limit of 2^56 elements";
   const std::size_t esize = dtype_size(dtype);
@@ -364,7 +366,9 @@ std::string check_dtype_op(DataType dtype, const ReduceOp* op) {
   if (!dtype_valid(static_cast<std::uint8_t>(dtype)))
     return "dtype " + std::to_string(static_cast<int>(dtype)) + " is not one of f32, f16, bf16, i32";
   if (op && !reduce_op_valid(static_cast<std::uint8_t>(*op)))
-    return "op " + std::to_string(static_cast<int>(*op)) + " is not one of sum, avg, min, max, product";
+    return "op " + std::to_string(static_cast<int>(*op)) + " is not one of sum, avg, min, max, product, band, bor, bxor";
+  if (op && reduce_op_is_bitwise(*op) && dtype != DataType::i32)
+    return "op " + std::string(reduce_op_name(*op)) + " is bitwise: it takes i32, not " + std::string(dtype_name(dtype));
   return std::string();
 }
 

@@ -54,7 +54,7 @@ void acc_reduce_at(SimdLevel level, DataType dt, ReduceOp op, const void* src, v
 }
 
 void acc_reduce_zero_at(SimdLevel level, DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept {
-  if (op == ReduceOp::sum || op == ReduceOp::avg) return;  // adding zero changes nothing
+  if (zero_is_neutral(op)) return;  // op(x, 0) == x
   switch (level) {
 #if defined(__x86_64__)
     case SimdLevel::avx512: return acc_reduce_zero_avx512(dt, op, acc, n);

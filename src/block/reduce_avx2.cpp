@@ -55,6 +55,15 @@ struct AddI {
 struct MulI {
   static __m256i apply(__m256i a, __m256i b) noexcept { return _mm256_mullo_epi32(a, b); }  // low 32 bits: wraps
 };
+struct AndI {
+  static __m256i apply(__m256i a, __m256i b) noexcept { return _mm256_and_si256(a, b); }
+};
+struct OrI {
+  static __m256i apply(__m256i a, __m256i b) noexcept { return _mm256_or_si256(a, b); }
+};
+struct XorI {
+  static __m256i apply(__m256i a, __m256i b) noexcept { return _mm256_xor_si256(a, b); }
+};
 struct MinI {
   static __m256i apply(__m256i a, __m256i b) noexcept { return _mm256_min_epi32(a, b); }
 };
@@ -129,6 +138,9 @@ void combine_float(ReduceOp op, const void* src, void* acc, std::size_t n) noexc
     case ReduceOp::min: return combine<Src, MinF>(s, a, n);
     case ReduceOp::max: return combine<Src, MaxF>(s, a, n);
     case ReduceOp::product: return combine<Src, MulF>(s, a, n);
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor: return;  // integers only (the API refuses them on floats)
   }
 }
 
@@ -148,6 +160,9 @@ void acc_reduce_avx2(DataType dt, ReduceOp op, const void* src, void* acc, std::
         case ReduceOp::min: return combine_int<MinI>(s, a, n);
         case ReduceOp::max: return combine_int<MaxI>(s, a, n);
         case ReduceOp::product: return combine_int<MulI>(s, a, n);
+        case ReduceOp::band: return combine_int<AndI>(s, a, n);
+        case ReduceOp::bor: return combine_int<OrI>(s, a, n);
+        case ReduceOp::bxor: return combine_int<XorI>(s, a, n);
       }
       return;
     }
@@ -160,6 +175,7 @@ void acc_reduce_zero_avx2(DataType dt, ReduceOp op, void* acc, std::size_t n) no
     if (op == ReduceOp::min) combine_zero_int<MinI>(a, n);
     if (op == ReduceOp::max) combine_zero_int<MaxI>(a, n);
     if (op == ReduceOp::product) combine_zero_int<MulI>(a, n);
+    if (op == ReduceOp::band) combine_zero_int<AndI>(a, n);
     return;
   }
   auto* a = static_cast<float*>(acc);

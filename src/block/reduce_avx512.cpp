@@ -66,6 +66,15 @@ struct AddI {
 struct MulI {
   SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_mullo_epi32(a, b); }  // wraps
 };
+struct AndI {
+  SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_and_si512(a, b); }
+};
+struct OrI {
+  SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_or_si512(a, b); }
+};
+struct XorI {
+  SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_xor_si512(a, b); }
+};
 struct MinI {
   SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_min_epi32(a, b); }
 };
@@ -118,6 +127,9 @@ SPARCOLL_AVX512 void combine_float(ReduceOp op, const void* src, void* acc, std:
     case ReduceOp::min: return combine<Src, MinF>(s, a, n);
     case ReduceOp::max: return combine<Src, MaxF>(s, a, n);
     case ReduceOp::product: return combine<Src, MulF>(s, a, n);
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor: return;  // integers only (the API refuses them on floats)
   }
 }
 
@@ -137,6 +149,9 @@ SPARCOLL_AVX512 void acc_reduce_avx512(DataType dt, ReduceOp op, const void* src
         case ReduceOp::min: return combine_int<MinI>(s, a, n);
         case ReduceOp::max: return combine_int<MaxI>(s, a, n);
         case ReduceOp::product: return combine_int<MulI>(s, a, n);
+        case ReduceOp::band: return combine_int<AndI>(s, a, n);
+        case ReduceOp::bor: return combine_int<OrI>(s, a, n);
+        case ReduceOp::bxor: return combine_int<XorI>(s, a, n);
       }
       return;
     }
@@ -149,6 +164,7 @@ SPARCOLL_AVX512 void acc_reduce_zero_avx512(DataType dt, ReduceOp op, void* acc,
     if (op == ReduceOp::min) combine_zero_int<MinI>(a, n);
     if (op == ReduceOp::max) combine_zero_int<MaxI>(a, n);
     if (op == ReduceOp::product) combine_zero_int<MulI>(a, n);
+    if (op == ReduceOp::band) combine_zero_int<AndI>(a, n);
     return;
   }
   auto* a = static_cast<float*>(acc);

@@ -40,6 +40,10 @@ void combine_float(ReduceOp op, const void* src, float* acc, std::size_t n) noex
     case ReduceOp::product:
       for (std::size_t i = 0; i < n; ++i) acc[i] = acc[i] * widen(src, i);
       return;
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor:
+      return;  // integers only (the API refuses them on floats)
   }
 }
 
@@ -61,6 +65,15 @@ void combine_int(ReduceOp op, const std::int32_t* src, std::int32_t* acc, std::s
       for (std::size_t i = 0; i < n; ++i)
         acc[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[i]) * static_cast<std::uint32_t>(src[i]));
       return;
+    case ReduceOp::band:
+      for (std::size_t i = 0; i < n; ++i) acc[i] &= src[i];
+      return;
+    case ReduceOp::bor:
+      for (std::size_t i = 0; i < n; ++i) acc[i] |= src[i];
+      return;
+    case ReduceOp::bxor:
+      for (std::size_t i = 0; i < n; ++i) acc[i] ^= src[i];
+      return;
   }
 }
 
@@ -78,8 +91,9 @@ void acc_reduce_scalar(DataType dt, ReduceOp op, const void* src, void* acc, std
 }
 
 void acc_reduce_zero_scalar(DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept {
-  if (op == ReduceOp::product) {
-    // x * 0: 0 with x's sign for floats, NaN for NaN and infinities (IEEE, as the kernels above).
+  if (op == ReduceOp::product || op == ReduceOp::band) {
+    // x * 0: 0 with x's sign for floats, NaN for NaN and infinities (IEEE, as the kernels
+    // above); x & 0: 0.
     if (dt == DataType::i32) {
       if (n != 0) std::memset(acc, 0, n * 4);
       return;

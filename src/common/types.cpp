@@ -20,6 +20,9 @@ std::string_view reduce_op_name(ReduceOp op) noexcept {
     case ReduceOp::min: return "min";
     case ReduceOp::max: return "max";
     case ReduceOp::product: return "product";
+    case ReduceOp::band: return "band";
+    case ReduceOp::bor: return "bor";
+    case ReduceOp::bxor: return "bxor";
   }
   return "?";
 }
@@ -38,6 +41,9 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view s) noexcept {
   if (s == "min") return ReduceOp::min;
   if (s == "max") return ReduceOp::max;
   if (s == "product" || s == "prod") return ReduceOp::product;
+  if (s == "band") return ReduceOp::band;
+  if (s == "bor") return ReduceOp::bor;
+  if (s == "bxor") return ReduceOp::bxor;
   return std::nullopt;
 }
 

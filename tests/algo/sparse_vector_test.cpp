@@ -75,6 +75,13 @@ std::map<std::uint32_t, double> reference_merge(const SparseVector& a, const Spa
                                             static_cast<std::uint32_t>(static_cast<std::int64_t>(y))))
                                       : x * y;
         break;
+      case ReduceOp::band:
+      case ReduceOp::bor:
+      case ReduceOp::bxor: {  // i32 only (the test's parameters)
+        const auto a = static_cast<std::int32_t>(x), b = static_cast<std::int32_t>(y);
+        out[i] = op == ReduceOp::band ? a & b : op == ReduceOp::bor ? a | b : a ^ b;
+        break;
+      }
     }
   }
   return out;
@@ -104,11 +111,18 @@ TEST_P(MergeTest, MatchesAPlainMergeOverTheUnionOfIndices) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sparse, MergeTest,
-                         ::testing::Combine(::testing::Values(DataType::f32, DataType::i32),
-                                            ::testing::Values(ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max,
-                                                              ReduceOp::product),
-                                            ::testing::Bool()));
+// Every op on both accumulator types, the bitwise ones on i32 only (they take integers only).
+std::vector<std::tuple<DataType, ReduceOp, bool>> merge_cases() {
+  std::vector<std::tuple<DataType, ReduceOp, bool>> cases;
+  for (DataType acc : {DataType::f32, DataType::i32})
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max, ReduceOp::product, ReduceOp::band,
+                        ReduceOp::bor, ReduceOp::bxor})
+      for (bool runs : {false, true})
+        if (!reduce_op_is_bitwise(op) || acc == DataType::i32) cases.emplace_back(acc, op, runs);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sparse, MergeTest, ::testing::ValuesIn(merge_cases()));
 
 TEST(SparseMerge, TheLeftOperandStaysOnTheLeft) {
   // NaN payloads: op(a, b) must be computed with a first, so every rank that merges the same

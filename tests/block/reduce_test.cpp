@@ -21,7 +21,8 @@ namespace {
 using test::runnable_levels;
 
 constexpr DataType kDtypes[] = {DataType::f32, DataType::f16, DataType::bf16, DataType::i32};
-constexpr ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max, ReduceOp::product};
+constexpr ReduceOp kOps[] = {ReduceOp::sum,     ReduceOp::avg,  ReduceOp::min, ReduceOp::max,
+                             ReduceOp::product, ReduceOp::band, ReduceOp::bor, ReduceOp::bxor};
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
@@ -54,6 +55,9 @@ std::int32_t ref_combine_int(ReduceOp op, std::int32_t acc, std::int32_t x) {
     case ReduceOp::max: return std::max(acc, x);
     case ReduceOp::product:
       return static_cast<std::int32_t>(static_cast<std::uint32_t>(acc) * static_cast<std::uint32_t>(x));  // wraps
+    case ReduceOp::band: return acc & x;
+    case ReduceOp::bor: return acc | x;
+    case ReduceOp::bxor: return acc ^ x;
   }
   return 0;
 }
@@ -165,6 +169,7 @@ TEST(BlockReduce, EveryDtypeOpAndLevelMatchesReference) {
   std::mt19937 rng(99);
   for (const DataType dt : kDtypes) {
     for (const ReduceOp op : kOps) {
+      if (reduce_op_is_bitwise(op) && dt != DataType::i32) continue;  // integers only
       for (std::size_t n = 0; n <= 300; n += (n < 40 ? 1 : 13)) {
         std::vector<std::uint32_t> c[3];
         for (auto& v : c)

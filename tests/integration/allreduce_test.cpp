@@ -318,15 +318,16 @@ TEST(AllreduceInt32, AvgIsExactAndSumWrapsWithEveryAlgorithm) {
   }
 }
 
-// ReduceOp::product, whose zero is not neutral (a rank's zero block zeroes the result's), with
-// every algorithm and dtype, allreduce and reduce, co-located and with a dedicated aggregator.
-TEST(AllreduceProduct, EveryAlgorithmDtypeAndTransport) {
+// product and band, whose zero is not neutral (a rank's zero block zeroes the result's), bor and
+// bxor, with every algorithm and dtype, allreduce and reduce, co-located and with a dedicated
+// aggregator.
+TEST(AllreduceOps, ProductAndBitwiseWithEveryAlgorithmDtypeAndTransport) {
   for (const char* transport : {"shm", "tcp"}) {
     for (const char* ranks : {"2", "3"}) {
       for (const char* aggregators : {"0", "1"}) {
         const sparcoll::testing::LaunchResult r = sparcoll::testing::launch(
             {"-n", ranks, "--transport", transport, "--aggregators", aggregators, "--",
-             sparcoll::testing::build_path("tests/integration/sparcoll-product-check")},
+             sparcoll::testing::build_path("tests/integration/sparcoll-ops-check")},
             {}, std::chrono::seconds(120));
         EXPECT_EQ(r.exit_code, 0) << transport << ", " << ranks << " ranks, " << aggregators << " aggregators:\n"
                                   << r.out << r.err;

@@ -59,6 +59,13 @@ int main(void) {
     s = sparcoll_allreduce(comm, prod, prod, 3, SPARCOLL_INT32, SPARCOLL_PROD);
     CHECK(s == SPARCOLL_SUCCESS && prod[0] == (size % 2 ? -1 : 1) && prod[1] == 1 << size && prod[2] == 0,
           "product: %d %d %d (%s)", prod[0], prod[1], prod[2], sparcoll_last_error());
+    int bits[2] = {1 << rank, ~0};
+    s = sparcoll_allreduce(comm, bits, bits, 2, SPARCOLL_INT32, SPARCOLL_BOR);
+    CHECK(s == SPARCOLL_SUCCESS && bits[0] == (int)((1u << size) - 1) && bits[1] == ~0, "bor: %d (%s)", bits[0],
+          sparcoll_last_error());
+    s = sparcoll_allreduce(comm, v, v, 3, SPARCOLL_FLOAT32, SPARCOLL_BAND);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT && strstr(sparcoll_last_error(), "bitwise"), "band on f32: %d %s", s,
+          sparcoll_last_error());
     int m[7];
     for (int i = 0; i < 7; ++i) m[i] = rank * 7 + i;
     s = sparcoll_allreduce_algo(comm, m, m, 7, SPARCOLL_INT32, SPARCOLL_MAX, SPARCOLL_ALGO_BUTTERFLY);

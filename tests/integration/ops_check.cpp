@@ -1,11 +1,13 @@
-// sparcoll-product-check: under sparcoll-run, allreduce and reduce with ReduceOp::product on every
-// dtype and every algorithm that can run (direct only over shm), on tensors with zero blocks
-// among non-zero ones (zero is not product's neutral element: a rank's zero block makes the
-// result's block zero) and sizes with odd tails. The values are 0, +-1, +-2 and +-0.5, so every
+// sparcoll-ops-check: under sparcoll-run, allreduce and reduce with the ops beyond sum, avg, min
+// and max: product on every dtype, band, bor and bxor on i32, with every algorithm that can run
+// (direct only over shm), on tensors with zero blocks among non-zero ones (zero is not the
+// neutral element of product and band: a rank's zero block zeroes the result's block; it is
+// for bor and bxor) and sizes with odd tails. The values are 0, +-1, +-2 and +-0.5, so every
 // product of up to 12 ranks is exact in every dtype and any order of multiplication gives the
 // same value: the result is compared element by element with the product computed here, and
 // the allreduce results' hashes are compared across ranks (bitwise identical everywhere).
-// Prints "product-check: N cases ok" on rank 0; exits 1 naming the first wrong element.
+// The bitwise ops' values are arbitrary bit patterns (any order gives the same bits).
+// Prints "ops-check: N cases ok" on rank 0; exits 1 naming the first wrong element.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +37,16 @@ double int_value(int r, int ranks, std::size_t i) {  // i32: 0, +-1, +-2, +-3
   return v == 0.5 ? 3.0 : v == -0.5 ? -3.0 : v;
 }
 
+// i32 bit patterns for the bitwise ops: zero where value() is, else mostly-set random bits (so
+// that band does not fade to 0 at once).
+std::int32_t bits_value(int r, int ranks, std::size_t i) {
+  if (value(r, ranks, i) == 0.0) return 0;
+  std::uint32_t x = static_cast<std::uint32_t>(i) * 2654435761u ^ static_cast<std::uint32_t>(r) * 40503u;
+  x ^= x >> 13;
+  x *= 0x5bd1e995u;
+  return static_cast<std::int32_t>(x | 0xf0f0f000u);
+}
+
 std::uint16_t f32_to_half_bits(DataType dt, float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -60,10 +72,13 @@ double half_bits_to_double(DataType dt, std::uint16_t h) {
 }
 
 // The tensor of rank r in dtype's bytes.
-std::vector<std::byte> make(DataType dt, int r, int ranks, std::size_t count) {
+std::vector<std::byte> make(DataType dt, ReduceOp op, int r, int ranks, std::size_t count) {
   std::vector<std::byte> out(count * sparcoll::dtype_size(dt));
   for (std::size_t i = 0; i < count; ++i) {
-    if (dt == DataType::i32) {
+    if (sparcoll::reduce_op_is_bitwise(op)) {
+      const std::int32_t v = bits_value(r, ranks, i);
+      std::memcpy(out.data() + i * 4, &v, 4);
+    } else if (dt == DataType::i32) {
       const auto v = static_cast<std::int32_t>(int_value(r, ranks, i));
       std::memcpy(out.data() + i * 4, &v, 4);
     } else if (dt == DataType::f32) {
@@ -93,8 +108,19 @@ double element(DataType dt, const std::vector<std::byte>& t, std::size_t i) {
   return half_bits_to_double(dt, h);
 }
 
-// Empty when `got` holds the product of every rank's tensor, else the first wrong element.
-std::string verify(DataType dt, const std::vector<std::byte>& got, int ranks, std::size_t count) {
+// Empty when `got` holds op over every rank's tensor, else the first wrong element.
+std::string verify(DataType dt, ReduceOp op, const std::vector<std::byte>& got, int ranks, std::size_t count) {
+  for (std::size_t i = 0; i < count && sparcoll::reduce_op_is_bitwise(op); ++i) {
+    std::int32_t want = bits_value(0, ranks, i), have;
+    for (int r = 1; r < ranks; ++r) {
+      const std::int32_t x = bits_value(r, ranks, i);
+      want = op == ReduceOp::band ? want & x : op == ReduceOp::bor ? want | x : want ^ x;
+    }
+    std::memcpy(&have, got.data() + i * 4, 4);
+    if (have != want)
+      return "element " + std::to_string(i) + " is " + std::to_string(have) + ", expected " + std::to_string(want);
+  }
+  if (sparcoll::reduce_op_is_bitwise(op)) return std::string();
   for (std::size_t i = 0; i < count; ++i) {
     double want = 1.0;
     for (int r = 0; r < ranks; ++r) want *= dt == DataType::i32 ? int_value(r, ranks, i) : value(r, ranks, i);
@@ -123,23 +149,32 @@ int main() {
                                        Algorithm::dsar_split_allgather};
   if (comm.transport_name() == "shm") algorithms.push_back(Algorithm::direct);
   int cases = 0;
-  for (DataType dt : {DataType::f32, DataType::f16, DataType::bf16, DataType::i32}) {
+  struct OpDtype {
+    ReduceOp op;
+    DataType dt;
+  };
+  const OpDtype combos[] = {{ReduceOp::product, DataType::f32}, {ReduceOp::product, DataType::f16},
+                            {ReduceOp::product, DataType::bf16}, {ReduceOp::product, DataType::i32},
+                            {ReduceOp::band, DataType::i32},     {ReduceOp::bor, DataType::i32},
+                            {ReduceOp::bxor, DataType::i32}};
+  for (const auto [op, dt] : combos) {
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1283}, std::size_t{70001}}) {
-      const std::vector<std::byte> mine = make(dt, rank, ranks, count);
-      const std::string what = std::string(sparcoll::dtype_name(dt)) + " count " + std::to_string(count);
+      const std::vector<std::byte> mine = make(dt, op, rank, ranks, count);
+      const std::string what = std::string(sparcoll::reduce_op_name(op)) + " " + std::string(sparcoll::dtype_name(dt)) +
+                               " count " + std::to_string(count);
       for (Algorithm algo : algorithms) {
         std::vector<std::byte> out(mine.size());
-        comm.allreduce(mine.data(), out.data(), count, dt, ReduceOp::product, algo);
-        const std::string wrong = verify(dt, out, ranks, count);
+        comm.allreduce(mine.data(), out.data(), count, dt, op, algo);
+        const std::string wrong = verify(dt, op, out, ranks, count);
         const std::string name(sparcoll::algorithm_name(algo));
         if (!wrong.empty()) {
-          std::printf("product-check: rank %d: allreduce %s %s: %s\n", rank, name.c_str(), what.c_str(), wrong.c_str());
+          std::printf("ops-check: rank %d: allreduce %s %s: %s\n", rank, name.c_str(), what.c_str(), wrong.c_str());
           return 1;
         }
         std::uint64_t hashes[2] = {fnv1a(out), ~fnv1a(out)};  // max of h and of ~h: all equal iff min == max
         comm.allreduce(hashes, hashes, 4, DataType::i32, ReduceOp::max);
         if (hashes[0] != fnv1a(out) || hashes[1] != ~fnv1a(out)) {
-          std::printf("product-check: rank %d: allreduce %s %s: the result's bytes differ across ranks\n", rank,
+          std::printf("ops-check: rank %d: allreduce %s %s: the result's bytes differ across ranks\n", rank,
                       name.c_str(), what.c_str());
           return 1;
         }
@@ -147,11 +182,11 @@ int main() {
       }
       for (int root = 0; root < ranks; ++root) {
         std::vector<std::byte> out(mine.size());
-        comm.reduce(mine.data(), rank == root ? out.data() : nullptr, count, dt, ReduceOp::product, root);
+        comm.reduce(mine.data(), rank == root ? out.data() : nullptr, count, dt, op, root);
         if (rank == root) {
-          const std::string wrong = verify(dt, out, ranks, count);
+          const std::string wrong = verify(dt, op, out, ranks, count);
           if (!wrong.empty()) {
-            std::printf("product-check: rank %d: reduce to %d %s: %s\n", rank, root, what.c_str(), wrong.c_str());
+            std::printf("ops-check: rank %d: reduce to %d %s: %s\n", rank, root, what.c_str(), wrong.c_str());
             return 1;
           }
         }
@@ -159,6 +194,6 @@ int main() {
       }
     }
   }
-  if (rank == 0) std::printf("product-check: %d cases ok\n", cases);
+  if (rank == 0) std::printf("ops-check: %d cases ok\n", cases);
   return 0;
 }
