@@ -60,6 +60,9 @@ DecodeError decode(const std::byte* data, std::size_t size, std::uint32_t nprocs
     return DecodeError::bad_type;
   if (!dtype_valid(h->dtype)) return DecodeError::bad_dtype;
   if (!reduce_op_valid(h->redop)) return DecodeError::bad_redop;
+  // Bitwise ops take integers only: no rank issues them on floats.
+  if (reduce_op_is_bitwise(static_cast<ReduceOp>(h->redop)) && h->dtype != static_cast<std::uint8_t>(DataType::i32))
+    return DecodeError::bad_redop;
   if (h->payload_len != size - sizeof(WireHeader)) return DecodeError::bad_length;
   if (h->sender >= nprocs) return DecodeError::bad_sender;
   if (h->block_elems == 0 || h->block_elems > kMaxBlockElems || h->count > kMaxCount || h->num_lanes == 0 ||

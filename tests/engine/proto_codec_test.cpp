@@ -165,7 +165,13 @@ TEST(ProtoCodec, RejectsFramingErrors) {
   EXPECT_EQ(mutated([](WireHeader& h) { h.type = 255; }), DecodeError::bad_type);
   EXPECT_EQ(mutated([](WireHeader& h) { h.dtype = 4; }), DecodeError::bad_dtype);
   EXPECT_EQ(mutated([](WireHeader& h) { h.dtype = 255; }), DecodeError::bad_dtype);
-  EXPECT_EQ(mutated([](WireHeader& h) { h.redop = 4; }), DecodeError::bad_redop);
+  EXPECT_EQ(mutated([](WireHeader& h) { h.redop = 8; }), DecodeError::bad_redop);
+  // Bitwise ops on a float dtype: no rank issues them.
+  EXPECT_EQ(mutated([](WireHeader& h) {
+              h.redop = static_cast<std::uint8_t>(ReduceOp::bxor);
+              h.dtype = static_cast<std::uint8_t>(DataType::f32);
+            }),
+            DecodeError::bad_redop);
   EXPECT_EQ(mutated([](WireHeader& h) { h.payload_len += 1; }), DecodeError::bad_length);
   EXPECT_EQ(mutated([](WireHeader& h) { h.payload_len -= 1; }), DecodeError::bad_length);
   EXPECT_EQ(mutated([](WireHeader& h) { h.payload_len = 0xffffffffu; }), DecodeError::bad_length);
