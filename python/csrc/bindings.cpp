@@ -27,11 +27,11 @@ PYBIND11_MODULE(_C, m) {
   // torch.distributed calls our overrides through its virtual functions.
   m.def(
       "create_process_group",
-      [](int rank, int size, const std::string& store_address, const std::string& job_token) {
-        return c10::intrusive_ptr<c10d::ProcessGroup>(
-            c10::make_intrusive<sparcoll_torch::ProcessGroupSparcoll>(rank, size, store_address, job_token));
+      [](int rank, int size, const std::string& store_address, const std::string& job_token, double timeout_s) {
+        return c10::intrusive_ptr<c10d::ProcessGroup>(c10::make_intrusive<sparcoll_torch::ProcessGroupSparcoll>(
+            rank, size, store_address, job_token, timeout_s));
       },
-      py::arg("rank"), py::arg("size"), py::arg("store_address"), py::arg("job_token"),
+      py::arg("rank"), py::arg("size"), py::arg("store_address"), py::arg("job_token"), py::arg("timeout_s") = 0.0,
       // Joining blocks until every rank has joined: other Python threads must keep running.
       py::call_guard<py::gil_scoped_release>());
   m.def(

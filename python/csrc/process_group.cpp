@@ -1,5 +1,6 @@
 #include "process_group.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -189,7 +190,7 @@ class SparcollWork final : public c10d::Work {
 }  // namespace
 
 ProcessGroupSparcoll::ProcessGroupSparcoll(int rank, int size, const std::string& store_address,
-                                           const std::string& job_token)
+                                           const std::string& job_token, double timeout_s)
     : ProcessGroup(rank, size) {
   sparcoll::Options options;
   try {
@@ -203,6 +204,10 @@ ProcessGroupSparcoll::ProcessGroupSparcoll(int rank, int size, const std::string
   // cost a rank about 30 ms of CPU per DDP step here (docs/pytorch.md, "The sparse COO path").
   // A local submission still wakes a napping thread at once. SPARCOLL_IDLE_SPIN_US overrides.
   if (std::getenv("SPARCOLL_IDLE_SPIN_US") == nullptr) options.idle_spin_us = 0;
+  // The group's timeout is each operation's deadline, as with gloo (a collective or a recv that
+  // waits longer fails with a timeout); SPARCOLL_DEADLINE_MS, when set, wins.
+  if (timeout_s > 0 && std::getenv("SPARCOLL_DEADLINE_MS") == nullptr)
+    options.deadline_ms = static_cast<std::uint32_t>(std::min(timeout_s * 1000.0, 4.0e9));
   // The torch group decides who is who: a new_group() is not the job's RANK / WORLD_SIZE.
   options.rank = rank;
   options.world_size = size;

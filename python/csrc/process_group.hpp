@@ -25,8 +25,11 @@ namespace sparcoll_torch {
 class ProcessGroupSparcoll final : public c10d::ProcessGroup {
  public:
   // `store_address` and `job_token` come from the group's torch store (python/_rendezvous.py);
-  // every other setting from SPARCOLL_* variables (Options::from_env).
-  ProcessGroupSparcoll(int rank, int size, const std::string& store_address, const std::string& job_token);
+  // every other setting from SPARCOLL_* variables (Options::from_env). `timeout_s` (the group's
+  // timeout, init_process_group / new_group) is every operation's deadline unless
+  // SPARCOLL_DEADLINE_MS is set; 0 keeps sparcoll's default.
+  ProcessGroupSparcoll(int rank, int size, const std::string& store_address, const std::string& job_token,
+                       double timeout_s = 0.0);
   ~ProcessGroupSparcoll() override;
 
   const std::string getBackendName() const override { return "sparcoll"; }

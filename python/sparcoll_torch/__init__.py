@@ -26,7 +26,7 @@ def _create_process_group(store, rank, size, timeout):
     """The creator torch.distributed calls for init_process_group("sparcoll") and new_group."""
     address, token = store_address_and_token(store, rank, size, timeout)
     try:
-        pg = _C.create_process_group(rank, size, address, token)
+        pg = _C.create_process_group(rank, size, address, token, timeout.total_seconds())
     except BaseException:
         release_store(address)
         raise

@@ -4,6 +4,7 @@ Run by run_torchrun.py with 2 ranks and a short SPARCOLL_DEADLINE_MS. Each case 
 rank; the group must still work afterwards (checked by an allreduce after each case). Exits 1
 listing the cases that did not raise the expected message.
 """
+import os
 import sys
 import time
 from datetime import timedelta
@@ -179,6 +180,21 @@ def main():
     dist.destroy_process_group(second)
     expect("second group after destroy", "destroyed", lambda: second.allreduce([torch.ones(2)]).wait())
     still_works("default group after destroying the second")
+
+    # The group's timeout is each operation's deadline (SPARCOLL_DEADLINE_MS unset): a recv
+    # nobody sends to fails after it, and only that recv.
+    saved = os.environ.pop("SPARCOLL_DEADLINE_MS", None)
+    quick = dist.new_group(backend="sparcoll", timeout=timedelta(seconds=1))
+    if saved is not None:
+        os.environ["SPARCOLL_DEADLINE_MS"] = saved
+    if rank == 0:
+        start = time.monotonic()
+        expect("recv past the group's timeout", "deadline passed",
+               lambda: dist.recv(torch.empty(2), src=1, tag=77, group=quick))
+        if time.monotonic() - start > 5:
+            failures.append(f"recv past the group's timeout took {time.monotonic() - start:.1f} s, the timeout is 1 s")
+    dist.barrier()  # the default group: its deadline is long enough for rank 0 to come back
+    dist.destroy_process_group(quick)
 
     dist.destroy_process_group()
     expect("default group after destroy", "destroyed", lambda: pg.allreduce([torch.ones(2)]).wait(), rank)
