@@ -322,18 +322,17 @@ TEST(AllreduceInt32, AvgIsExactAndSumWrapsWithEveryAlgorithm) {
 // bxor, with every algorithm and dtype, allreduce and reduce, co-located and with a dedicated
 // aggregator.
 TEST(AllreduceOps, ProductAndBitwiseWithEveryAlgorithmDtypeAndTransport) {
-  for (const char* transport : {"shm", "tcp"}) {
-    for (const char* ranks : {"2", "3"}) {
-      for (const char* aggregators : {"0", "1"}) {
-        const sparcoll::testing::LaunchResult r = sparcoll::testing::launch(
-            {"-n", ranks, "--transport", transport, "--aggregators", aggregators, "--",
-             sparcoll::testing::build_path("tests/integration/sparcoll-ops-check")},
-            {}, std::chrono::seconds(120));
-        EXPECT_EQ(r.exit_code, 0) << transport << ", " << ranks << " ranks, " << aggregators << " aggregators:\n"
-                                  << r.out << r.err;
-        EXPECT_NE(r.out.find("cases ok"), std::string::npos) << r.out;
-      }
-    }
+  struct Run {
+    const char *transport, *ranks, *aggregators;
+  };
+  for (const Run& run : {Run{"shm", "2", "0"}, Run{"shm", "3", "0"}, Run{"tcp", "3", "1"}, Run{"tcp", "4", "0"}}) {
+    const sparcoll::testing::LaunchResult r = sparcoll::testing::launch(
+        {"-n", run.ranks, "--transport", run.transport, "--aggregators", run.aggregators, "--",
+         sparcoll::testing::build_path("tests/integration/sparcoll-ops-check")},
+        {}, std::chrono::seconds(120));
+    EXPECT_EQ(r.exit_code, 0) << run.transport << ", " << run.ranks << " ranks, " << run.aggregators
+                              << " aggregators:\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("cases ok"), std::string::npos) << r.out;
   }
 }
 
