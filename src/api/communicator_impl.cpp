@@ -224,7 +224,12 @@ engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* 
   state.geometry.block_elems = options_.block_elems;
   state.geometry.num_lanes = options_.lanes;
   state.geometry.dtype = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype : DataType::f32;
-  state.redop = reduce_op_valid(static_cast<std::uint8_t>(op)) ? op : ReduceOp::sum;
+  // An op the wire does not take with this dtype (a bitwise one on floats) travels as sum in the
+  // abort that fails the op on every rank: the peers' codec would drop it as hostile otherwise.
+  state.redop = reduce_op_valid(static_cast<std::uint8_t>(op)) &&
+                        (!reduce_op_is_bitwise(op) || state.geometry.dtype == DataType::i32)
+                    ? op
+                    : ReduceOp::sum;
   state.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   state.failed.store(false, std::memory_order_relaxed);
   state.error = Status();
