@@ -86,6 +86,39 @@ sparcoll::DataType reducible_dtype(const char* op, const std::string& name, cons
   }
 }
 
+}  // namespace
+
+// A tensor as sparcoll reduces it: itself (float32, float16, bfloat16, int32), its float32 view
+// (complex64, SUM and AVG: the real and imaginary parts add apart), or an int32 copy (int8,
+// uint8, int16: every op then gives what the narrow type would, sums and products wrapping
+// modulo 2^8 or 2^16 once narrowed back) that `widened` says to copy back when done.
+struct Reducible {
+  at::Tensor view;
+  sparcoll::DataType dtype;
+  bool widened;
+};
+
+namespace {
+
+Reducible as_reducible(const char* op, const std::string& name, const at::Tensor& t, sparcoll::ReduceOp code) {
+  switch (t.scalar_type()) {
+    case c10::kChar:
+    case c10::kByte:
+    case c10::kShort: return Reducible{t.to(c10::kInt), sparcoll::DataType::i32, true};
+    case c10::kComplexFloat:
+      TORCH_CHECK(code == sparcoll::ReduceOp::sum || code == sparcoll::ReduceOp::avg, "sparcoll: ", op, ": ", name,
+                  " is torch.complex64, which reduces with SUM and AVG only");
+      return Reducible{at::view_as_real(t), sparcoll::DataType::f32, false};
+    case c10::kDouble:
+    case c10::kLong:
+    case c10::kComplexDouble:
+      TORCH_CHECK(false, "sparcoll: ", op, ": ", name, " has dtype ", dtype_name(t.scalar_type()), "; ", op,
+                  " reduces 32-bit and narrower types (sparcoll's accumulators are 32-bit): torch.float32, "
+                  "torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8, torch.uint8, torch.complex64");
+    default: return Reducible{t, reducible_dtype(op, name, t), false};
+  }
+}
+
 sparcoll::ReduceOp reduce_op(const char* op, const c10d::ReduceOp& r) {
   switch (r.op_) {
     case c10d::ReduceOp::SUM: return sparcoll::ReduceOp::sum;
@@ -339,10 +372,32 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_allreduce(const char* o
   }
   // Validate everything before starting anything: a failure then aborts exactly one collective.
   std::vector<sparcoll::DataType> dtypes;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    check_tensor(op, tensor_name(i), tensors[i]);
-    dtypes.push_back(reducible_dtype(op, tensor_name(i), tensors[i]));
+  std::vector<at::Tensor> originals = tensors, views;
+  std::vector<std::size_t> widened;
+  for (std::size_t i = 0; i < originals.size(); ++i) {
+    check_tensor(op, tensor_name(i), originals[i]);
+    Reducible r = as_reducible(op, tensor_name(i), originals[i], code);
+    dtypes.push_back(r.dtype);
+    views.push_back(r.view);
+    if (r.widened) widened.push_back(i);
   }
+  Issued issued = issue_dense_allreduce(views, dtypes, code);
+  issued.outputs = originals;
+  if (!widened.empty()) {
+    // Narrowed back into the caller's tensors once every operation succeeded (finishes run in
+    // order, after all of them).
+    Started& last = issued.ops.back();
+    last.finish = [inner = std::move(last.finish), originals, views, widened] {
+      if (inner) inner();
+      for (std::size_t i : widened) originals[i].copy_(views[i]);
+    };
+  }
+  return issued;
+}
+
+ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_dense_allreduce(std::vector<at::Tensor>& tensors,
+                                                                         const std::vector<sparcoll::DataType>& dtypes,
+                                                                         sparcoll::ReduceOp code) {
   Issued issued;
   issued.outputs = tensors;
   // Each tensor is reduced on its own (coalesced), but tensors of one dtype go out as one flat
@@ -592,8 +647,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce_scatter(std::vector<
     const char* op = "reduce_scatter";
     at::Tensor& out = outputs[0];
     check_tensor(op, "the output tensor", out);
-    const sparcoll::DataType dtype = reducible_dtype(op, "the output tensor", out);
     const sparcoll::ReduceOp code = reduce_op(op, opts.reduceOp);
+    const Reducible rout = as_reducible(op, "the output tensor", out, code);
     std::vector<at::Tensor>& ins = inputs[0];
     TORCH_CHECK(static_cast<int>(ins.size()) == size_, "sparcoll: reduce_scatter: the input list has ", ins.size(),
                 " tensors; it needs one per rank (", size_, ")");
@@ -601,8 +656,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce_scatter(std::vector<
       check_tensor(op, "input tensor " + std::to_string(r), ins[r]);
       check_same_shape_and_dtype(op, "input tensor " + std::to_string(r), ins[r], out, out.numel());
     }
-    at::Tensor flat = at::cat(ins).reshape({-1});
-    return issue_reduce_scatter(flat, out, dtype, code);
+    const at::Tensor flat = as_reducible(op, "the input list", at::cat(ins).reshape({-1}), code).view;
+    return issue_reduce_scatter(flat.reshape({-1}), out, rout, code);
   });
 }
 
@@ -612,21 +667,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::_reduce_scatter_base(at::Te
     const char* op = "_reduce_scatter_base";
     check_tensor(op, "the output tensor", output);
     check_tensor(op, "the input tensor", input);
-    const sparcoll::DataType dtype = reducible_dtype(op, "the output tensor", output);
     const sparcoll::ReduceOp code = reduce_op(op, opts.reduceOp);
+    const Reducible rout = as_reducible(op, "the output tensor", output, code);
     check_same_shape_and_dtype(op, "the input tensor", input, output, output.numel() * size_);
-    return issue_reduce_scatter(input, output, dtype, code);
+    const at::Tensor flat = as_reducible(op, "the input tensor", input, code).view;
+    return issue_reduce_scatter(flat.reshape({-1}), output, rout, code);
   });
 }
 
 ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_reduce_scatter(const at::Tensor& input, at::Tensor output,
-                                                                        sparcoll::DataType dtype,
+                                                                        const Reducible& out,
                                                                         sparcoll::ReduceOp code) {
   Issued issued;
   issued.outputs = {output};
-  Started s = start_reduce_scatter(*comm_, input.data_ptr(), output.data_ptr(),
-                                   static_cast<std::size_t>(output.numel()), dtype, code);
-  s.finish = keeping(input, std::move(s.finish));  // sparcoll's ireduce_scatter reads it until done
+  Started s = start_reduce_scatter(*comm_, input.data_ptr(), out.view.data_ptr(),
+                                   static_cast<std::size_t>(out.view.numel()), out.dtype, code);
+  // sparcoll's ireduce_scatter reads the input until done; a widened output is narrowed back.
+  s.finish = [input, inner = std::move(s.finish), output, view = out.view, widened = out.widened]() mutable {
+    if (inner) inner();
+    if (widened) output.copy_(view);
+  };
   issued.ops.push_back(std::move(s));
   return issued;
 }
@@ -666,15 +726,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce(std::vector<at::Tens
                 " (one tensor per device) is not supported");
     at::Tensor& t = tensors[0];
     check_tensor(op, "the tensor", t);
-    const sparcoll::DataType dtype = reducible_dtype(op, "the tensor", t);
     const sparcoll::ReduceOp code = reduce_op(op, opts.reduceOp);
+    const Reducible r = as_reducible(op, "the tensor", t, code);
     const int root = static_cast<int>(opts.rootRank);
     Issued issued;
     issued.outputs = tensors;
     // In place on the root; the other ranks' tensors are only read (as gloo leaves them).
-    issued.ops.push_back(Started{comm_->ireduce(t.data_ptr(), rank_ == root ? t.data_ptr() : nullptr,
-                                                static_cast<std::size_t>(t.numel()), dtype, code, root),
-                                 nullptr});
+    Started s{comm_->ireduce(r.view.data_ptr(), rank_ == root ? r.view.data_ptr() : nullptr,
+                             static_cast<std::size_t>(r.view.numel()), r.dtype, code, root),
+              nullptr};
+    if (r.widened) {
+      s.finish = [t, view = r.view, narrow = rank_ == root]() mutable {
+        if (narrow) t.copy_(view);
+      };
+    }
+    issued.ops.push_back(std::move(s));
     return issued;
   });
 }

@@ -22,6 +22,9 @@
 
 namespace sparcoll_torch {
 
+// A tensor as sparcoll reduces it (process_group.cpp).
+struct Reducible;
+
 class ProcessGroupSparcoll final : public c10d::ProcessGroup {
  public:
   // `store_address` and `job_token` come from the group's torch store (python/_rendezvous.py);
@@ -99,9 +102,14 @@ class ProcessGroupSparcoll final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> run(const char* op, c10d::OpType type, Sequence sequence, Prepare&& prepare);
   Issued issue_allreduce(const char* op, std::vector<at::Tensor>& tensors, const c10d::ReduceOp& reduce_op);
   Issued issue_sparse_allreduce(const char* op, at::Tensor& tensor, sparcoll::ReduceOp op_code);
+  // Dense tensors sparcoll reduces as they are (dtypes[i] each), in place.
+  Issued issue_dense_allreduce(std::vector<at::Tensor>& tensors, const std::vector<sparcoll::DataType>& dtypes,
+                               sparcoll::ReduceOp op_code);
   // Start byte_collectives.cpp's native calls and keep the tensors alive until they finished.
   Issued issue_allgather(const at::Tensor& input, std::vector<void*> recv, std::vector<at::Tensor> outputs);
-  Issued issue_reduce_scatter(const at::Tensor& input, at::Tensor output, sparcoll::DataType dtype,
+  // `out` is the output as sparcoll reduces it (Reducible, process_group.cpp): `output` itself,
+  // its float32 view, or a widened copy narrowed back into it when done.
+  Issued issue_reduce_scatter(const at::Tensor& input, at::Tensor output, const Reducible& out,
                               sparcoll::ReduceOp op);
   Issued issue_recv(const char* op, std::vector<at::Tensor>& tensors, int src_rank, int tag);
   void abort_peers(Sequence sequence);

@@ -256,6 +256,37 @@ def main():
         dist.reduce(got, dst=world - 1, op=dist.ReduceOp.PRODUCT)
         if rank == world - 1:
             check(f"reduce {dtype} PRODUCT", got, want.to(dtype))
+    # int8, uint8, int16 reduce through int32 and narrow back (sums and products wrap as the
+    # narrow type's do); complex64 SUM and AVG through its float32 view.
+    for dtype in (torch.int8, torch.uint8, torch.int16):
+        for op, fold in [(dist.ReduceOp.SUM, lambda a, b: a + b), (dist.ReduceOp.MAX, torch.maximum),
+                         (dist.ReduceOp.MIN, torch.minimum), (dist.ReduceOp.PRODUCT, lambda a, b: a * b)]:
+            vals = lambda r: (torch.arange(257) * (r + 3) + 100 * r).to(dtype)  # wraps in the narrow type
+            got = vals(rank)
+            dist.all_reduce(got, op=op)
+            want = vals(0)
+            for r in range(1, world):
+                want = fold(want, vals(r)).to(dtype)
+            check(f"all_reduce {dtype} {op}", got, want)
+            got = vals(rank)
+            dist.reduce(got, dst=0, op=op)
+            if rank == 0:
+                check(f"reduce {dtype} {op}", got, want)
+        out = torch.empty(5, dtype=dtype)
+        dist.reduce_scatter(out, [(torch.arange(5) * (c + 1) + 120 * rank).to(dtype) for c in range(world)])
+        want = sum((torch.arange(5) * (rank + 1) + 120 * r).to(dtype) for r in range(world)).to(dtype)
+        check(f"reduce_scatter {dtype} SUM", out, want)
+    z = lambda r: torch.complex(torch.arange(1.0, 10.0) * (r + 1), -torch.arange(1.0, 10.0) * 2 ** r)
+    total = z(0)
+    for r in range(1, world):
+        total = total + z(r)
+    got = z(rank)
+    dist.all_reduce(got)
+    check("all_reduce complex64 SUM", got, total)
+    got = z(rank)
+    dist.all_reduce(got, op=dist.ReduceOp.AVG)
+    check("all_reduce complex64 AVG", got, torch.complex(total.real / world, total.imag / world))
+
     # BAND, BOR, BXOR on int32, allreduce and reduce_scatter.
     for op, fold in [(dist.ReduceOp.BAND, lambda a, b: a & b), (dist.ReduceOp.BOR, lambda a, b: a | b),
                      (dist.ReduceOp.BXOR, lambda a, b: a ^ b)]:

@@ -67,6 +67,12 @@ def recv_size_mismatch(rank):
     dist.recv(torch.empty(3), src=0, tag=6)
 
 
+def allreduce_options(op):
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = op
+    return opts
+
+
 def reduce_options(root):
     opts = dist.ReduceOptions()
     opts.rootRank = root
@@ -117,6 +123,9 @@ def main():
         ("dtype of reduce_scatter", "has dtype torch.int64",
          lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.int64),
                                      [torch.ones(2, dtype=torch.int64) for _ in range(world)])),
+        # Past torch's own check (dist.all_reduce refuses it first), straight to the backend.
+        ("complex MAX", "torch.complex64, which reduces with SUM and AVG only",
+         lambda: pg.allreduce([torch.ones(4, dtype=torch.complex64)], allreduce_options(dist.ReduceOp.MAX)).wait()),
         ("bitwise op on floats", "op bxor is bitwise: it takes i32, not f32",
          lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BXOR)),
         ("layout sparse_csr", "has layout torch.sparse_csr",
