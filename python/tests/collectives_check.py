@@ -11,11 +11,14 @@ and all_reduce of torch.sparse_coo tensors
 (sparcoll's index-value sparse allreduce; compared with the dense sum, each as it would come
 from an embedding gradient and from odder shapes). Exits 1 listing what differed.
 """
+import copy
 import math
 import sys
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
 
 import sparcoll_torch  # noqa: F401  (registers the backend)
 
@@ -259,19 +262,20 @@ def main():
     # int8, uint8, int16 reduce through int32 and narrow back (sums and products wrap as the
     # narrow type's do); complex64 SUM and AVG through its float32 view.
     for dtype in (torch.int8, torch.uint8, torch.int16):
-        for op, fold in [(dist.ReduceOp.SUM, lambda a, b: a + b), (dist.ReduceOp.MAX, torch.maximum),
-                         (dist.ReduceOp.MIN, torch.minimum), (dist.ReduceOp.PRODUCT, lambda a, b: a * b)]:
+        for name, op, fold in [("SUM", dist.ReduceOp.SUM, lambda a, b: a + b),
+                               ("MAX", dist.ReduceOp.MAX, torch.maximum), ("MIN", dist.ReduceOp.MIN, torch.minimum),
+                               ("PRODUCT", dist.ReduceOp.PRODUCT, lambda a, b: a * b)]:
             vals = lambda r: (torch.arange(257) * (r + 3) + 100 * r).to(dtype)  # wraps in the narrow type
             got = vals(rank)
             dist.all_reduce(got, op=op)
             want = vals(0)
             for r in range(1, world):
                 want = fold(want, vals(r)).to(dtype)
-            check(f"all_reduce {dtype} {op}", got, want)
+            check(f"all_reduce {dtype} {name}", got, want)
             got = vals(rank)
             dist.reduce(got, dst=0, op=op)
             if rank == 0:
-                check(f"reduce {dtype} {op}", got, want)
+                check(f"reduce {dtype} {name}", got, want)
         out = torch.empty(5, dtype=dtype)
         dist.reduce_scatter(out, [(torch.arange(5) * (c + 1) + 120 * rank).to(dtype) for c in range(world)])
         want = sum((torch.arange(5) * (rank + 1) + 120 * r).to(dtype) for r in range(world)).to(dtype)
@@ -350,6 +354,30 @@ def main():
     got = fut.wait()[0]
     want = sum(sparse_grad(r, (100, 4), 1, 10, torch.float32, 13).to_dense() for r in range(world))
     check("sparse allreduce, the Future's tensor", got.to_dense(), want)
+
+    # Every Work has a Future (DDP's comm hooks chain on it): a chained .then, a Future of a
+    # collective-thread op, and a DDP comm hook (fp16 compression, which all-reduces float16
+    # buckets through the Future) equal to the same hook on gloo.
+    t = torch.full((6,), float(rank + 1))
+    got = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] * 2).wait()
+    check("all_reduce Future then", got, torch.full((6,), float(sum(r + 1 for r in range(world)) * 2)))
+    out = torch.empty(world)
+    dist.all_to_all_single(out, torch.full((world,), float(rank)), async_op=True).get_future().wait()
+    check("all_to_all_single Future", out, torch.arange(world, dtype=torch.float32))
+    gloo = dist.new_group(backend="gloo")
+    torch.manual_seed(3)
+    base = torch.nn.Linear(20, 5)
+    grads = {}
+    for name, group in (("sparcoll", None), ("gloo", gloo)):
+        model = copy.deepcopy(base)
+        ddp = DistributedDataParallel(model, process_group=group)
+        ddp.register_comm_hook(group, default_hooks.fp16_compress_hook)
+        x = torch.randn(8, 20, generator=torch.Generator().manual_seed(rank))
+        ddp(x).square().mean().backward()
+        grads[name] = [p.grad.clone() for p in model.parameters()]
+    for i, (a, b) in enumerate(zip(grads["sparcoll"], grads["gloo"])):
+        check(f"DDP fp16_compress_hook gradient {i} (sparcoll and gloo)", a, b)
+    dist.destroy_process_group(gloo)
 
     dist.destroy_process_group()
     for f in failures:
