@@ -122,6 +122,8 @@ class Communicator {
   std::string transport_name() const;
 
   // recv = reduce(send over all ranks). In place when send == recv. `count` elements of `dtype`.
+  // f64 and i64 reduce on ring, butterfly or recursive_doubling only (auto picks among them);
+  // another algorithm named for them fails with invalid_argument on every rank.
   // Runs options().algo (SPARCOLL_ALGO; default auto: block recursive doubling for small tensors,
   // the ring or the hybrid of block-sparse and dense stripes for the rest, docs/algorithms.md). Returns what ran
   // (OpStats::algorithm) and its traffic. With nothing else in flight, a collective the caller

@@ -30,11 +30,15 @@ typedef enum {
   SPARCOLL_ERR_BROKEN = 11
 } sparcoll_status_t;
 
+/* SPARCOLL_FLOAT64, SPARCOLL_INT64: reduced by the dense algorithms (ring, butterfly,
+ * recursive doubling; SPARCOLL_ALGO_AUTO picks among them), moved by every collective. */
 typedef enum {
   SPARCOLL_FLOAT32 = 0,
   SPARCOLL_FLOAT16 = 1,
   SPARCOLL_BFLOAT16 = 2,
-  SPARCOLL_INT32 = 3
+  SPARCOLL_INT32 = 3,
+  SPARCOLL_FLOAT64 = 4,
+  SPARCOLL_INT64 = 5
 } sparcoll_dtype_t;
 
 /* SPARCOLL_BAND, _BOR, _BXOR: bitwise, on SPARCOLL_INT32 only. */

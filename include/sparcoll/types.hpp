@@ -9,7 +9,9 @@
 namespace sparcoll {
 
 // Values are part of the C ABI and of the wire format: append only.
-enum class DataType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, i32 = 3 };
+// f64 and i64 (64-bit): reduced on the dense algorithms of the collective thread only (ring,
+// butterfly, recursive doubling, reduce, reduce_scatter); moved by every collective.
+enum class DataType : std::uint8_t { f32 = 0, f16 = 1, bf16 = 2, i32 = 3, f64 = 4, i64 = 5 };
 // product multiplies (i32 wraps modulo 2^32); like min, max and band, zero is not its neutral
 // element, so a rank's zero blocks take part in it. band, bor, bxor: bitwise, i32 only.
 enum class ReduceOp : std::uint8_t { sum = 0, avg = 1, min = 2, max = 3, product = 4, band = 5, bor = 6, bxor = 7 };
@@ -36,11 +38,15 @@ constexpr std::size_t dtype_size(DataType t) noexcept {
     case DataType::f16: return 2;
     case DataType::bf16: return 2;
     case DataType::i32: return 4;
+    case DataType::f64: return 8;
+    case DataType::i64: return 8;
   }
   return 0;
 }
 
-constexpr bool dtype_valid(std::uint8_t raw) noexcept { return raw <= 3; }
+constexpr bool dtype_valid(std::uint8_t raw) noexcept { return raw <= 5; }
+// The 64-bit types, which block-sparse aggregation and the sparse algorithms do not take.
+constexpr bool dtype_is_wide(DataType t) noexcept { return t == DataType::f64 || t == DataType::i64; }
 constexpr bool reduce_op_valid(std::uint8_t raw) noexcept { return raw <= 7; }
 // The bitwise ops take integer dtypes only.
 constexpr bool reduce_op_is_bitwise(ReduceOp op) noexcept {

@@ -111,7 +111,8 @@ FlagResult parse_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std:
   } else if (flag == "--dtype") {
     o->dtypes.clear();
     for (const std::string& part : split_list(value)) {
-      if (!parse_dtype(part)) return fail("unknown dtype '" + part + "' (f32, f16, bf16, i32)");
+      const auto dtype = parse_dtype(part);
+      if (!dtype || dtype_is_wide(*dtype)) return fail("unknown dtype '" + part + "' (f32, f16, bf16, i32)");
       o->dtypes.push_back(part);
     }
   } else if (flag == "--op") {

@@ -144,6 +144,8 @@ void generate(const WorkloadSpec& spec, int rank, std::vector<std::byte>* out) {
         case DataType::f16: as<std::uint16_t>(*out)[i] = float_to_half(static_cast<float>(v) * 0.5f); break;
         case DataType::bf16: as<std::uint16_t>(*out)[i] = float_to_bf16(static_cast<float>(v) * 0.5f); break;
         case DataType::i32: as<std::int32_t>(*out)[i] = v * 1000003; break;
+        case DataType::f64: as<double>(*out)[i] = static_cast<double>(v) * 0.5; break;
+        case DataType::i64: as<std::int64_t>(*out)[i] = std::int64_t{v} * 1000003; break;
       }
     });
   }
@@ -217,6 +219,8 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
       case DataType::f16: as<std::uint16_t>(*out)[i] = float_to_half(v); break;
       case DataType::bf16: as<std::uint16_t>(*out)[i] = float_to_bf16(v); break;
       case DataType::i32: break;
+      case DataType::f64:  // not benchmarked: the sweep takes the 32-bit types only (sweep.cpp)
+      case DataType::i64: break;
     }
   }
 }
@@ -227,6 +231,8 @@ double element_as_double(const std::vector<std::byte>& data, DataType dtype, std
     case DataType::f16: return half_to_float(as<std::uint16_t>(data)[i]);
     case DataType::bf16: return bf16_to_float(as<std::uint16_t>(data)[i]);
     case DataType::i32: return as<std::int32_t>(data)[i];
+    case DataType::f64: return as<double>(data)[i];
+    case DataType::i64: return static_cast<double>(as<std::int64_t>(data)[i]);
   }
   return 0;
 }

@@ -80,16 +80,20 @@ sparcoll::DataType reducible_dtype(const char* op, const std::string& name, cons
     case c10::kHalf: return sparcoll::DataType::f16;
     case c10::kBFloat16: return sparcoll::DataType::bf16;
     case c10::kInt: return sparcoll::DataType::i32;
+    case c10::kDouble: return sparcoll::DataType::f64;
+    case c10::kLong: return sparcoll::DataType::i64;
     default:
       TORCH_CHECK(false, "sparcoll: ", op, ": ", name, " has dtype ", dtype_name(t.scalar_type()), "; ", op,
-                  " reduces torch.float32, torch.float16, torch.bfloat16 and torch.int32 only");
+                  " reduces torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32 "
+                  "(and through it int16, int8, uint8) and complex64/complex128 (SUM, AVG)");
   }
 }
 
 }  // namespace
 
-// A tensor as sparcoll reduces it: itself (float32, float16, bfloat16, int32), its float32 view
-// (complex64, SUM and AVG: the real and imaginary parts add apart), or an int32 copy (int8,
+// A tensor as sparcoll reduces it: itself (float32, float64, float16, bfloat16, int32, int64),
+// its float view (complex64, complex128; SUM and AVG: the real and imaginary parts add apart), or
+// an int32 copy (int8,
 // uint8, int16: every op then gives what the narrow type would, sums and products wrapping
 // modulo 2^8 or 2^16 once narrowed back) that `widened` says to copy back when done.
 struct Reducible {
@@ -106,15 +110,11 @@ Reducible as_reducible(const char* op, const std::string& name, const at::Tensor
     case c10::kByte:
     case c10::kShort: return Reducible{t.to(c10::kInt), sparcoll::DataType::i32, true};
     case c10::kComplexFloat:
-      TORCH_CHECK(code == sparcoll::ReduceOp::sum || code == sparcoll::ReduceOp::avg, "sparcoll: ", op, ": ", name,
-                  " is torch.complex64, which reduces with SUM and AVG only");
-      return Reducible{at::view_as_real(t), sparcoll::DataType::f32, false};
-    case c10::kDouble:
-    case c10::kLong:
     case c10::kComplexDouble:
-      TORCH_CHECK(false, "sparcoll: ", op, ": ", name, " has dtype ", dtype_name(t.scalar_type()), "; ", op,
-                  " reduces 32-bit and narrower types (sparcoll's accumulators are 32-bit): torch.float32, "
-                  "torch.float16, torch.bfloat16, torch.int32, torch.int16, torch.int8, torch.uint8, torch.complex64");
+      TORCH_CHECK(code == sparcoll::ReduceOp::sum || code == sparcoll::ReduceOp::avg, "sparcoll: ", op, ": ", name,
+                  " is ", dtype_name(t.scalar_type()), ", which reduces with SUM and AVG only");
+      return Reducible{at::view_as_real(t),
+                       t.scalar_type() == c10::kComplexFloat ? sparcoll::DataType::f32 : sparcoll::DataType::f64, false};
     default: return Reducible{t, reducible_dtype(op, name, t), false};
   }
 }
@@ -445,6 +445,9 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_sparse_allreduce(const 
   TORCH_CHECK(code == sparcoll::ReduceOp::sum || code == sparcoll::ReduceOp::avg, "sparcoll: ", op,
               ": torch.sparse_coo tensors reduce with SUM or AVG only");
   const sparcoll::DataType dtype = reducible_dtype(op, "tensor 0 (sparse values)", tensor);
+  TORCH_CHECK(!sparcoll::dtype_is_wide(dtype), "sparcoll: ", op, ": tensor 0 (sparse values) has dtype ",
+              dtype_name(tensor.scalar_type()), "; a torch.sparse_coo allreduce takes 32-bit values (float32, float16, "
+              "bfloat16, int32)");
   // Communicator::iallreduce_sparse (SparCML) reduces one vector of scalars, so the tensor is
   // flattened: element k of index position (i0, ..., i_sd-1) is element
   // (row-major linear position) * inner + k, inner = the product of the dense dimensions (an

@@ -3,8 +3,8 @@
     import sparcoll_torch                     # registers the "sparcoll" backend
     torch.distributed.init_process_group("sparcoll")
 
-Collectives: allreduce (SUM, AVG, MIN, MAX, PRODUCT on float32, float16, bfloat16, int32; several
-tensors per call; torch.sparse_coo), broadcast, allgather, allgather_coalesced, reduce_scatter,
+Collectives: allreduce (SUM, AVG, MIN, MAX, PRODUCT on float32, float64, float16, bfloat16, int32,
+int64, int16, int8, uint8, complex (SUM, AVG); several tensors per call; torch.sparse_coo), broadcast, allgather, allgather_coalesced, reduce_scatter,
 reduce, gather, scatter, all_to_all (+ all_to_all_single), send/recv (tags, any source), barrier.
 Every other operation raises RuntimeError naming it. See docs/pytorch.md.
 """

@@ -291,6 +291,35 @@ def main():
     dist.all_reduce(got, op=dist.ReduceOp.AVG)
     check("all_reduce complex64 AVG", got, torch.complex(total.real / world, total.imag / world))
 
+    # float64 and int64 (the dense algorithms), complex128 SUM; values beyond 32 bits.
+    for dtype in (torch.float64, torch.int64):
+        vals = lambda r: (torch.arange(300, dtype=torch.int64) * (2 ** 40 + r) - 7 * r).to(dtype)
+        for name, op, fold in [("SUM", dist.ReduceOp.SUM, lambda a, b: a + b), ("MAX", dist.ReduceOp.MAX, torch.maximum),
+                               ("MIN", dist.ReduceOp.MIN, torch.minimum)]:
+            want = vals(0)
+            for r in range(1, world):
+                want = fold(want, vals(r))
+            got = vals(rank)
+            dist.all_reduce(got, op=op)
+            check(f"all_reduce {dtype} {name}", got, want)
+            got = vals(rank)
+            dist.reduce(got, dst=world - 1, op=op)
+            if rank == world - 1:
+                check(f"reduce {dtype} {name}", got, want)
+        out = torch.empty(300, dtype=dtype)
+        dist.reduce_scatter(out, [vals(rank) + c for c in range(world)])
+        want = vals(0) + rank
+        for r in range(1, world):
+            want = want + (vals(r) + rank)
+        check(f"reduce_scatter {dtype} SUM", out, want)
+    zz = lambda r: torch.complex(torch.arange(1.0, 8.0, dtype=torch.float64) * (r + 1), torch.full((7,), 1e-300 * (r + 1), dtype=torch.float64))
+    total = zz(0)
+    for r in range(1, world):
+        total = total + zz(r)
+    got = zz(rank)
+    dist.all_reduce(got)
+    check("all_reduce complex128 SUM", got, total)
+
     # BAND, BOR, BXOR on int32, allreduce and reduce_scatter.
     for op, fold in [(dist.ReduceOp.BAND, lambda a, b: a & b), (dist.ReduceOp.BOR, lambda a, b: a | b),
                      (dist.ReduceOp.BXOR, lambda a, b: a ^ b)]:

@@ -85,7 +85,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     pg = dist.distributed_c10d._get_default_group()
     cases = [
-        ("reduce dtype", "has dtype torch.int64", lambda: dist.reduce(torch.ones(2, dtype=torch.int64), 0)),
+        ("reduce dtype", "has dtype torch.bool", lambda: dist.reduce(torch.ones(2, dtype=torch.bool), 0)),
         ("reduce root not a rank", f"root rank {world} is not a rank of this group",
          lambda: pg.reduce([torch.ones(2)], reduce_options(world)).wait()),
         # Rooted collectives, bad input on the root only: its own message, an abort elsewhere.
@@ -119,14 +119,14 @@ def main():
          lambda: dist.all_to_all_single(torch.empty(world * (2 + rank)), torch.ones(world * (2 + rank)))),
         ("non-contiguous", "is not contiguous", lambda: dist.all_reduce(torch.ones(4, 6).t())),
         ("non-contiguous broadcast", "is not contiguous", lambda: dist.broadcast(torch.ones(4, 6)[:, 1], 0)),
-        ("dtype", "has dtype torch.float64", lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64))),
-        ("dtype of reduce_scatter", "has dtype torch.int64",
-         lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.int64),
-                                     [torch.ones(2, dtype=torch.int64) for _ in range(world)])),
+        ("dtype", "has dtype torch.bool", lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool))),
+        ("dtype of reduce_scatter", "has dtype torch.bool",
+         lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.bool),
+                                     [torch.ones(2, dtype=torch.bool) for _ in range(world)])),
         # Past torch's own check (dist.all_reduce refuses it first), straight to the backend.
         ("complex MAX", "torch.complex64, which reduces with SUM and AVG only",
          lambda: pg.allreduce([torch.ones(4, dtype=torch.complex64)], allreduce_options(dist.ReduceOp.MAX)).wait()),
-        ("bitwise op on floats", "op bxor is bitwise: it takes i32, not f32",
+        ("bitwise op on floats", "op bxor is bitwise: it takes i32 or i64, not f32",
          lambda: dist.all_reduce(torch.ones(4), op=dist.ReduceOp.BXOR)),
         ("layout sparse_csr", "has layout torch.sparse_csr",
          lambda: pg.allreduce([torch.eye(3).to_sparse_csr()]).wait()),
@@ -151,8 +151,8 @@ def main():
         ("mismatched shapes", "mismatch", lambda: dist.all_reduce(torch.ones(100 + 300 * rank))),
         # Bad input on one rank only: that rank's own message, an abort on the others.
         ("bad dtype on rank 1 only",
-         "has dtype torch.float64" if rank == 1 else "that rank's input failed the backend's checks",
-         lambda: dist.all_reduce(torch.ones(4, dtype=torch.float64 if rank == 1 else torch.float32))),
+         "has dtype torch.bool" if rank == 1 else "that rank's input failed the backend's checks",
+         lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool if rank == 1 else torch.float32))),
         # The same on the collective thread (broadcast, allgather, reduce_scatter run there).
         # The bad rank is the root: a root with good input may finish sending before a
         # receiver's abort arrives (it then returns normally), a receiver always waits for it.
@@ -160,9 +160,9 @@ def main():
          "is not contiguous" if rank == 1 else "that rank's input failed the backend's checks",
          lambda: dist.broadcast(torch.ones(4, 6)[:, 1] if rank == 1 else torch.ones(4), 1)),
         ("reduce_scatter dtype on rank 0 only",
-         "has dtype torch.float64" if rank == 0 else "that rank's input failed the backend's checks",
-         lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.float64 if rank == 0 else torch.float32),
-                                     [torch.ones(2, dtype=torch.float64 if rank == 0 else torch.float32)
+         "has dtype torch.bool" if rank == 0 else "that rank's input failed the backend's checks",
+         lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.bool if rank == 0 else torch.float32),
+                                     [torch.ones(2, dtype=torch.bool if rank == 0 else torch.float32)
                                       for _ in range(world)])),
         # A sparse tensor reduces on the collective thread: its bad rank aborts that sequence.
         ("sparse dtype on rank 1 only",

@@ -24,9 +24,10 @@ Status butterfly_allreduce(coll::Peers& peers, const void* send, void* recv, std
   const DataType acc_type = coll::acc_type_of(dtype);
   const std::size_t esize = dtype_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
+  const std::size_t es = block::acc_size(acc_type);
   std::byte* acc = out;
-  if (dtype != DataType::f32 && dtype != DataType::i32) {
-    if (scratch.acc.size() < count * 4) scratch.acc.resize(count * 4);
+  if (acc_type != dtype) {  // f16, bf16: fp32 accumulators beside the output
+    if (scratch.acc.size() < count * es) scratch.acc.resize(count * es);
     acc = scratch.acc.data();
   }
   if (acc != send) block::acc_load(dtype, send, acc, count);
@@ -34,7 +35,7 @@ Status butterfly_allreduce(coll::Peers& peers, const void* send, void* recv, std
   const std::uint32_t p = std::bit_floor(n), rem = n - p;
   // Fold: an even rank below 2*rem gives its accumulators to r + 1 and waits for the result.
   if (r < 2 * rem && r % 2 == 0) {
-    peers.send(r + 1, kTagFold, acc, count * 4);
+    peers.send(r + 1, kTagFold, acc, count * es);
     if (Status s = peers.wait(); !s.ok()) return s;
     peers.recv(r + 1, kTagUnfold, out, count * esize);
     return peers.wait();
@@ -58,14 +59,14 @@ Status butterfly_allreduce(coll::Peers& peers, const void* send, void* recv, std
     const bool low = (me & d) == 0;
     const std::size_t keep_lo = low ? lo : mid, keep_hi = low ? mid : hi;
     const std::size_t give_lo = low ? mid : lo, give_hi = low ? hi : mid;
-    peers.send(partner, kTagHalving + steps, acc + give_lo * 4, (give_hi - give_lo) * 4);
-    peers.recv_reduce(partner, kTagHalving + steps, acc + keep_lo * 4, keep_hi - keep_lo, acc_type, op);
+    peers.send(partner, kTagHalving + steps, acc + give_lo * es, (give_hi - give_lo) * es);
+    peers.recv_reduce(partner, kTagHalving + steps, acc + keep_lo * es, keep_hi - keep_lo, acc_type, op);
     if (Status s = peers.wait(); !s.ok()) return s;
     lo = keep_lo;
     hi = keep_hi;
   }
   // This rank's range is complete: round it once.
-  block::acc_store(dtype, op, acc + lo * 4, hi - lo, n, out + lo * esize);
+  block::acc_store(dtype, op, acc + lo * es, hi - lo, n, out + lo * esize);
 
   // Recursive doubling: exchange finished halves back up the same tree.
   for (std::uint32_t i = steps; i-- > 0;) {

@@ -20,12 +20,13 @@ Status reduce_scatter_phase(coll::Peers& peers, std::byte* acc, std::size_t coun
                             std::int64_t shift, std::uint32_t tag0) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::uint32_t right = (r + 1) % n, left = (r + n - 1) % n;
+  const std::size_t es = block::acc_size(acc_type);
   for (std::uint32_t s = 0; s + 1 < n; ++s) {
     const std::uint32_t out = mod(std::int64_t{r} - s + shift, n), in = mod(std::int64_t{r} - s - 1 + shift, n);
     const std::size_t ob = chunk_begin(count, n, out), oe = chunk_begin(count, n, out + 1);
     const std::size_t ib = chunk_begin(count, n, in), ie = chunk_begin(count, n, in + 1);
-    peers.send(right, tag0 + s, acc + ob * 4, (oe - ob) * 4);
-    peers.recv_reduce(left, tag0 + s, acc + ib * 4, ie - ib, acc_type, op);
+    peers.send(right, tag0 + s, acc + ob * es, (oe - ob) * es);
+    peers.recv_reduce(left, tag0 + s, acc + ib * es, ie - ib, acc_type, op);
     if (Status st = peers.wait(); !st.ok()) return st;
   }
   return Status();
@@ -50,7 +51,7 @@ Status allgather_phase(coll::Peers& peers, std::byte* buf, std::size_t count, st
 // The accumulators for `count` elements: the output buffer itself when the dtype is its own
 // accumulator type (f32, i32), else scratch.
 std::byte* accumulators(void* recv, std::size_t count, DataType dtype, Scratch& scratch) {
-  if (dtype == DataType::f32 || dtype == DataType::i32) return static_cast<std::byte*>(recv);
+  if (dtype == DataType::f32 || dtype == DataType::i32 || dtype_is_wide(dtype)) return static_cast<std::byte*>(recv);
   if (scratch.acc.size() < count * 4) scratch.acc.resize(count * 4);
   return scratch.acc.data();
 }
@@ -70,7 +71,7 @@ Status ring_allreduce(coll::Peers& peers, const void* send, void* recv, std::siz
   const std::uint32_t own = (r + 1) % n;
   const std::size_t b = chunk_begin(count, n, own), e = chunk_begin(count, n, own + 1);
   const std::size_t esize = dtype_size(dtype);
-  block::acc_store(dtype, op, acc + b * 4, e - b, n, static_cast<std::byte*>(recv) + b * esize);
+  block::acc_store(dtype, op, acc + b * block::acc_size(acc_type), e - b, n, static_cast<std::byte*>(recv) + b * esize);
   if (n == 1) return Status();
   return allgather_phase(peers, static_cast<std::byte*>(recv), count, esize, 1, n - 1);
 }
@@ -78,14 +79,14 @@ Status ring_allreduce(coll::Peers& peers, const void* send, void* recv, std::siz
 Status ring_reduce_scatter(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                            ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const std::size_t total = count * n;
-  if (scratch.acc.size() < total * 4) scratch.acc.resize(total * 4);
+  const std::size_t total = count * n, es = block::acc_size(dtype);
+  if (scratch.acc.size() < total * es) scratch.acc.resize(total * es);
   std::byte* acc = scratch.acc.data();
   block::acc_load(dtype, send, acc, total);
   if (n > 1) {
     if (Status s = reduce_scatter_phase(peers, acc, total, coll::acc_type_of(dtype), op, -1, 0); !s.ok()) return s;
   }
-  block::acc_store(dtype, op, acc + std::size_t{r} * count * 4, count, n, recv);
+  block::acc_store(dtype, op, acc + std::size_t{r} * count * es, count, n, recv);
   return Status();
 }
 
@@ -97,8 +98,8 @@ Status ring_reduce_scatter(coll::Peers& peers, const void* send, void* recv, std
 Status ring_reduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                    std::uint32_t root, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const std::size_t esize = dtype_size(dtype);
-  if (scratch.acc.size() < count * 4) scratch.acc.resize(count * 4);
+  const std::size_t esize = dtype_size(dtype), es = block::acc_size(dtype);
+  if (scratch.acc.size() < count * es) scratch.acc.resize(count * es);
   std::byte* acc = scratch.acc.data();
   block::acc_load(dtype, send, acc, count);
   if (n > 1) {
@@ -108,13 +109,13 @@ Status ring_reduce(coll::Peers& peers, const void* send, void* recv, std::size_t
   const std::size_t b = chunk_begin(count, n, r), e = chunk_begin(count, n, r + 1);
   if (r != root) {
     if (scratch.tmp.size() < (e - b) * esize) scratch.tmp.resize((e - b) * esize);
-    block::acc_store(dtype, op, acc + b * 4, e - b, n, scratch.tmp.data());
+    block::acc_store(dtype, op, acc + b * es, e - b, n, scratch.tmp.data());
     peers.send(root, data_tag, scratch.tmp.data(), (e - b) * esize);
     peers.recv(root, commit_tag, nullptr, 0);
     return peers.wait();
   }
   auto* out = static_cast<std::byte*>(recv);
-  block::acc_store(dtype, op, acc + b * 4, e - b, n, out + b * esize);
+  block::acc_store(dtype, op, acc + b * es, e - b, n, out + b * esize);
   for (std::uint32_t p = 0; p < n; ++p) {
     if (p == root) continue;
     const std::size_t pb = chunk_begin(count, n, p), pe = chunk_begin(count, n, p + 1);

@@ -40,11 +40,14 @@ std::string hex(const void* p) {
 // Empty when the arguments are fine, else what is wrong with them.
 std::string check_arguments(const void* send, const void* recv, std::size_t count, DataType dtype, ReduceOp op) {
   if (!dtype_valid(static_cast<std::uint8_t>(dtype)))
-    return "dtype " + std::to_string(static_cast<int>(dtype)) + " is not one of f32, f16, bf16, i32";
+    return "dtype " + std::to_string(static_cast<int>(dtype)) + " is not one of f32, f16, bf16, i32, f64, i64";
   if (!reduce_op_valid(static_cast<std::uint8_t>(op)))
     return "op " + std::to_string(static_cast<int>(op)) + " is not one of sum, avg, min, max, product, band, bor, bxor";
-  if (reduce_op_is_bitwise(op) && dtype != DataType::i32)
-    return "op " + std::string(reduce_op_name(op)) + " is bitwise: it takes i32, not " + std::string(dtype_name(dtype));
+  if (reduce_op_is_bitwise(op) && dtype != DataType::i32 && dtype != DataType::i64)
+    return "op " + std::string(reduce_op_name(op)) + " is bitwise: it takes i32 or i64, not " +
+           std::string(dtype_name(dtype));
+  if (op == ReduceOp::avg && dtype == DataType::i64)
+    return "op avg does not take i64 (its sum would wrap): reduce with sum and divide";
   if (count == 0) return std::string();
   if (count > (std::size_t{1} << 56)) return "count " + std::to_string(count) + " exceeds the limit of 2^56 elements";
   const std::size_t esize = dtype_size(dtype);
@@ -369,11 +372,14 @@ std::string check_buffer(const char* name, const void* p, std::size_t count, Dat
 
 std::string check_dtype_op(DataType dtype, const ReduceOp* op) {
   if (!dtype_valid(static_cast<std::uint8_t>(dtype)))
-    return "dtype " + std::to_string(static_cast<int>(dtype)) + " is not one of f32, f16, bf16, i32";
+    return "dtype " + std::to_string(static_cast<int>(dtype)) + " is not one of f32, f16, bf16, i32, f64, i64";
   if (op && !reduce_op_valid(static_cast<std::uint8_t>(*op)))
     return "op " + std::to_string(static_cast<int>(*op)) + " is not one of sum, avg, min, max, product, band, bor, bxor";
-  if (op && reduce_op_is_bitwise(*op) && dtype != DataType::i32)
-    return "op " + std::string(reduce_op_name(*op)) + " is bitwise: it takes i32, not " + std::string(dtype_name(dtype));
+  if (op && reduce_op_is_bitwise(*op) && dtype != DataType::i32 && dtype != DataType::i64)
+    return "op " + std::string(reduce_op_name(*op)) + " is bitwise: it takes i32 or i64, not " +
+           std::string(dtype_name(dtype));
+  if (op && *op == ReduceOp::avg && dtype == DataType::i64)
+    return "op avg does not take i64 (its sum would wrap): reduce with sum and divide";
   return std::string();
 }
 
@@ -407,6 +413,9 @@ Status CommunicatorImpl::check_usable(const char* what) const {
 Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_t count, DataType dtype, ReduceOp op) {
   if (algo == Algorithm::from_options) algo = parse_algorithm(options_.algo).value_or(Algorithm::auto_select);
   if (algo != Algorithm::auto_select) return algo;
+  // 64-bit types: the dense algorithms, recursive doubling while latency decides.
+  if (dtype_valid(static_cast<std::uint8_t>(dtype)) && dtype_is_wide(dtype))
+    return size() > 1 && count * 8 <= options_.small_tensor_bytes ? Algorithm::recursive_doubling : Algorithm::ring;
   // auto decides from what every rank already has, the same on every rank (count, dtype and
   // SPARCOLL_SMALL_TENSOR_BYTES are), with no message and no pass over the data:
   //   - one rank: block-sparse, which copies;
@@ -479,7 +488,17 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   if (static_cast<std::uint8_t>(algo) > static_cast<std::uint8_t>(Algorithm::block_recursive_doubling))
     return Status(ErrorCode::invalid_argument,
                   "allreduce: algorithm " + std::to_string(static_cast<int>(algo)) + " is not a known algorithm");
-  const Algorithm chosen = resolve(algo, send, count, dtype, op);
+  Algorithm chosen = resolve(algo, send, count, dtype, op);
+  // The 64-bit types reduce on the dense algorithms only (their accumulators are 8 bytes; the
+  // block-sparse, block-set and sparse wire formats carry 32-bit ones). Every rank decides this
+  // alike, so the refusal fails the collective on every rank through the collective thread.
+  std::string wide_problem;
+  if (dtype_valid(static_cast<std::uint8_t>(dtype)) && dtype_is_wide(dtype) && chosen != Algorithm::ring &&
+      chosen != Algorithm::butterfly && chosen != Algorithm::recursive_doubling) {
+    wide_problem = "algorithm " + std::string(algorithm_name(chosen)) + " reduces 32-bit dtypes; " +
+                   std::string(dtype_name(dtype)) + " runs on ring, butterfly or recursive_doubling (auto picks)";
+    chosen = Algorithm::ring;
+  }
   if (chosen == Algorithm::block_sparse) return iallreduce(send, recv, count, dtype, op, out);
   if (chosen == Algorithm::hybrid) return iallreduce_hybrid(send, recv, count, dtype, op, out, caller_waits);
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
@@ -492,6 +511,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   c.dtype = dtype;
   c.op = op;
   std::string problem = check_arguments(send, recv, count, dtype, op);
+  if (problem.empty()) problem = wide_problem;
   if (problem.empty() && is_sparse_algorithm(chosen) && count > kMaxSparseDim)
     problem = "count " + std::to_string(count) + " exceeds 2^32, the index range of " +
               std::string(algorithm_name(chosen)) + " (indices travel as u32)";
@@ -825,6 +845,8 @@ Status CommunicatorImpl::iallreduce_sparse(const std::int64_t* indices, const vo
   c.op = op;
   c.sparse.dim = dim;
   c.sparse.result = result;
+  if (problem.empty() && dtype_valid(static_cast<std::uint8_t>(dtype)) && dtype_is_wide(dtype))
+    problem = "allreduce_sparse reduces 32-bit dtypes, not " + std::string(dtype_name(dtype));
   if (problem.empty()) problem = take_sparse_input(indices, values, nnz, dim, dtype, op, result, &c.sparse.entries);
   return submit(c, "allreduce_sparse", problem, out);
 }

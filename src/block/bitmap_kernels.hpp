@@ -21,6 +21,8 @@ constexpr std::uint32_t nonzero_mask(DataType dtype) noexcept {
     case DataType::f16:
     case DataType::bf16: return 0x7fff7fffu;
     case DataType::i32: return 0xffffffffu;
+    case DataType::f64:  // never scanned (block-sparse does not take them); any bit counts
+    case DataType::i64: return 0xffffffffu;
   }
   return 0;
 }

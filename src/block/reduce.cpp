@@ -40,10 +40,15 @@ void acc_load_at(SimdLevel level, DataType dt, const void* src, void* acc, std::
     case DataType::f16: return f16_to_f32_at(level, static_cast<const std::uint16_t*>(src), static_cast<float*>(acc), n);
     case DataType::bf16:
       return bf16_to_f32_at(level, static_cast<const std::uint16_t*>(src), static_cast<float*>(acc), n);
+    case DataType::f64:
+    case DataType::i64:
+      if (n != 0) std::memcpy(acc, src, n * 8);
+      return;
   }
 }
 
 void acc_reduce_at(SimdLevel level, DataType dt, ReduceOp op, const void* src, void* acc, std::size_t n) noexcept {
+  if (dtype_is_wide(dt)) return acc_reduce_wide(dt, op, src, acc, n);
   switch (level) {
 #if defined(__x86_64__)
     case SimdLevel::avx512: return acc_reduce_avx512(dt, op, src, acc, n);
@@ -55,6 +60,7 @@ void acc_reduce_at(SimdLevel level, DataType dt, ReduceOp op, const void* src, v
 
 void acc_reduce_zero_at(SimdLevel level, DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept {
   if (zero_is_neutral(op)) return;  // op(x, 0) == x
+  if (dtype_is_wide(dt)) return acc_reduce_zero_wide(dt, op, acc, n);
   switch (level) {
 #if defined(__x86_64__)
     case SimdLevel::avx512: return acc_reduce_zero_avx512(dt, op, acc, n);
@@ -74,6 +80,10 @@ void acc_store_at(SimdLevel level, DataType dt, ReduceOp op, const void* acc, st
       case DataType::i32:
         if (n != 0) std::memcpy(out, acc, n * 4);
         return;
+      case DataType::f64:
+      case DataType::i64:
+        if (n != 0) std::memcpy(out, acc, n * 8);
+        return;
       case DataType::f16: return f32_to_f16_at(level, facc, half_out, n);
       case DataType::bf16: return f32_to_bf16_at(level, facc, half_out, n);
     }
@@ -91,6 +101,19 @@ void acc_store_at(SimdLevel level, DataType dt, ReduceOp op, const void* acc, st
     }
     case DataType::f16:
     case DataType::bf16: return store_half_avg(level, dt, facc, n, static_cast<float>(d), half_out);
+    case DataType::f64: {
+      const auto* dacc = static_cast<const double*>(acc);
+      auto* dout = static_cast<double*>(out);
+      for (std::size_t i = 0; i < n; ++i) dout[i] = dacc[i] / static_cast<double>(d);
+      return;
+    }
+    case DataType::i64: {
+      // The API refuses i64 avg (its sum would wrap); truncated toward zero if ever asked.
+      const auto* lacc = static_cast<const std::int64_t*>(acc);
+      auto* lout = static_cast<std::int64_t*>(out);
+      for (std::size_t i = 0; i < n; ++i) lout[i] = lacc[i] / static_cast<std::int64_t>(d);
+      return;
+    }
     case DataType::i32: {
       // 64-bit so a divisor above INT32_MAX stays positive; C++ division truncates toward zero.
       const auto* iacc = static_cast<const std::int32_t*>(acc);

@@ -17,8 +17,9 @@
 
 namespace sparcoll::block {
 
-// Bytes of accumulator per element (4 for every dtype supported now).
-constexpr std::size_t acc_size(DataType) noexcept { return 4; }
+// Bytes of accumulator per element: 4 (fp32 for f32/f16/bf16, int32 for i32), 8 for the 64-bit
+// types, which are their own accumulators (f64, i64; scalar kernels: the compiler vectorizes).
+constexpr std::size_t acc_size(DataType dt) noexcept { return dtype_is_wide(dt) ? 8 : 4; }
 
 // acc[i] = widen(src[i])
 void acc_load(DataType dt, const void* src, void* acc, std::size_t n) noexcept;

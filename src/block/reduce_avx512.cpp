@@ -139,6 +139,8 @@ SPARCOLL_AVX512 void acc_reduce_avx512(DataType dt, ReduceOp op, const void* src
   switch (dt) {
     case DataType::f32: return combine_float<SrcF32>(op, src, acc, n);
     case DataType::f16: return combine_float<SrcF16>(op, src, acc, n);
+    case DataType::f64:
+    case DataType::i64: return acc_reduce_wide(dt, op, src, acc, n);
     case DataType::bf16: return combine_float<SrcBF16>(op, src, acc, n);
     case DataType::i32: {
       const auto* s = static_cast<const std::int32_t*>(src);

@@ -19,6 +19,10 @@ void acc_reduce_scalar(DataType dt, ReduceOp op, const void* src, void* acc, std
 void acc_reduce_avx2(DataType dt, ReduceOp op, const void* src, void* acc, std::size_t n) noexcept;
 void acc_reduce_avx512(DataType dt, ReduceOp op, const void* src, void* acc, std::size_t n) noexcept;
 
+// The 64-bit types (f64, i64), every level: reduce_wide.cpp.
+void acc_reduce_wide(DataType dt, ReduceOp op, const void* src, void* acc, std::size_t n) noexcept;
+void acc_reduce_zero_wide(DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept;
+
 // acc[i] = op(acc[i], 0); a no-op for sum and avg.
 void acc_reduce_zero_scalar(DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept;
 void acc_reduce_zero_avx2(DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept;

@@ -87,6 +87,8 @@ void acc_reduce_scalar(DataType dt, ReduceOp op, const void* src, void* acc, std
     case DataType::bf16: return combine_float<widen_bf16>(op, src, facc, n);
     case DataType::i32:
       return combine_int(op, static_cast<const std::int32_t*>(src), static_cast<std::int32_t*>(acc), n);
+    case DataType::f64:
+    case DataType::i64: return acc_reduce_wide(dt, op, src, acc, n);
   }
 }
 

@@ -122,7 +122,8 @@ void Peers::recv(std::uint32_t peer, std::uint32_t tag, void* dst, std::size_t b
 
 void Peers::recv_reduce(std::uint32_t peer, std::uint32_t tag, void* acc, std::size_t count, DataType acc_type,
                         ReduceOp op) {
-  post(PostedRecv{peer, tag, RecvMode::reduce, static_cast<std::byte*>(acc), nullptr, count * 4, 0, SIZE_MAX,
+  post(PostedRecv{peer, tag, RecvMode::reduce, static_cast<std::byte*>(acc), nullptr, count * block::acc_size(acc_type), 0,
+                  SIZE_MAX,
                   acc_type, op, false});
 }
 
@@ -171,9 +172,10 @@ bool Peers::check_total(PostedRecv& r, std::uint64_t total) {
                                          " (count, dtype, root or algorithm differ across ranks?)"));
     return false;
   }
-  if (r.mode == RecvMode::reduce && total % 4 != 0) {
+  if (r.mode == RecvMode::reduce && total % block::acc_size(r.acc_type) != 0) {
     fail(Status(ErrorCode::protocol_error, step_name(r.tag) + ": " + peer_name(r.peer) + " sent " +
-                                               std::to_string(total) + " bytes of 4-byte accumulators"));
+                                               std::to_string(total) + " bytes of " +
+                                               std::to_string(block::acc_size(r.acc_type)) + "-byte accumulators"));
     return false;
   }
   r.total = total;
@@ -198,14 +200,16 @@ bool Peers::deliver(PostedRecv& r, std::uint64_t total, std::uint64_t offset, co
     case RecvMode::any:
       if (len) std::memcpy(r.any->data() + offset, payload, len);
       break;
-    case RecvMode::reduce:
-      if (offset % 4 != 0 || len % 4 != 0) {
+    case RecvMode::reduce: {
+      const std::size_t es = block::acc_size(r.acc_type);
+      if (offset % es != 0 || len % es != 0) {
         fail(Status(ErrorCode::protocol_error, step_name(r.tag) + ": " + peer_name(r.peer) +
                                                    " split accumulators at byte " + std::to_string(offset)));
         return false;
       }
-      block::acc_reduce(r.acc_type, r.op, payload, r.dst + offset, len / 4);
+      block::acc_reduce(r.acc_type, r.op, payload, r.dst + offset, len / es);
       break;
+    }
   }
   r.received += len;
   r.done = r.received == total;

@@ -185,7 +185,10 @@ class Peers {
   std::uint64_t bytes_sent_ = 0, bytes_received_ = 0, messages_sent_ = 0, messages_received_ = 0;
 };
 
-// The accumulator type a dtype reduces in (block/reduce.hpp): i32 for i32, f32 for the rest.
-constexpr DataType acc_type_of(DataType t) noexcept { return t == DataType::i32 ? DataType::i32 : DataType::f32; }
+// The accumulator type a dtype reduces in (block/reduce.hpp): i32 for i32, the 64-bit types
+// themselves, f32 for the rest.
+constexpr DataType acc_type_of(DataType t) noexcept {
+  return t == DataType::i32 || dtype_is_wide(t) ? t : DataType::f32;
+}
 
 }  // namespace sparcoll::coll

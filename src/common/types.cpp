@@ -9,6 +9,8 @@ std::string_view dtype_name(DataType t) noexcept {
     case DataType::f16: return "f16";
     case DataType::bf16: return "bf16";
     case DataType::i32: return "i32";
+    case DataType::f64: return "f64";
+    case DataType::i64: return "i64";
   }
   return "?";
 }
@@ -32,6 +34,8 @@ std::optional<DataType> parse_dtype(std::string_view s) noexcept {
   if (s == "f16" || s == "float16" || s == "half") return DataType::f16;
   if (s == "bf16" || s == "bfloat16") return DataType::bf16;
   if (s == "i32" || s == "int32" || s == "int") return DataType::i32;
+  if (s == "f64" || s == "float64" || s == "double") return DataType::f64;
+  if (s == "i64" || s == "int64") return DataType::i64;
   return std::nullopt;
 }
 

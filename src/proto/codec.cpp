@@ -58,7 +58,8 @@ DecodeError decode(const std::byte* data, std::size_t size, std::uint32_t nprocs
   if (h->version != kVersion) return DecodeError::bad_version;
   if (h->type < static_cast<std::uint8_t>(MsgType::window) || h->type > static_cast<std::uint8_t>(MsgType::abort))
     return DecodeError::bad_type;
-  if (!dtype_valid(h->dtype)) return DecodeError::bad_dtype;
+  // Block-sparse aggregation reduces the 32-bit types only (no rank issues it on f64 or i64).
+  if (!dtype_valid(h->dtype) || dtype_is_wide(static_cast<DataType>(h->dtype))) return DecodeError::bad_dtype;
   if (!reduce_op_valid(h->redop)) return DecodeError::bad_redop;
   // Bitwise ops take integers only: no rank issues them on floats.
   if (reduce_op_is_bitwise(static_cast<ReduceOp>(h->redop)) && h->dtype != static_cast<std::uint8_t>(DataType::i32))

@@ -52,6 +52,8 @@ bool element_nonzero(DataType dt, std::uint32_t pattern) {
     case DataType::f16:
     case DataType::bf16: return (pattern & 0x7fffu) != 0;
     case DataType::i32: return pattern != 0;
+    case DataType::f64:
+    case DataType::i64: break;  // never scanned (block-sparse takes the 32-bit types)
   }
   return false;
 }
@@ -63,6 +65,8 @@ std::uint32_t zero_filler(DataType dt) {
     case DataType::f16:
     case DataType::bf16: return 0x8000u;
     case DataType::i32: return 0;
+    case DataType::f64:
+    case DataType::i64: break;
   }
   return 0;
 }

@@ -286,3 +286,56 @@ TEST(BlockReduce, PublicEntryPointsAgree) {
 
 }  // namespace
 }  // namespace sparcoll::block
+
+namespace sparcoll::block {
+namespace {
+
+// The 64-bit types (their own accumulators, reduce_wide.cpp): every op against plain loops,
+// NaN first-wins for min/max, i64 wrapping, op(x, 0) for a zero contribution.
+TEST(BlockReduce, WideTypesMatchPlainLoops) {
+  const double d_acc[] = {1.5, -2.0, kNaN, 4.0, -0.0}, d_src[] = {2.0, 3.0, 1.0, kNaN, 7.0};
+  const std::int64_t l_acc[] = {INT64_MAX, -5, 1LL << 40, 0, 7}, l_src[] = {1, 3, 3, -1, 2};
+  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max, ReduceOp::product}) {
+    double acc[5];
+    std::memcpy(acc, d_acc, sizeof acc);
+    acc_reduce(DataType::f64, op, d_src, acc, 5);
+    for (int i = 0; i < 5; ++i) {
+      const double a = d_acc[i], b = d_src[i];
+      const double want = op == ReduceOp::sum       ? a + b
+                          : op == ReduceOp::product ? a * b
+                          : a != a                  ? a
+                          : op == ReduceOp::min     ? (a < b ? a : b)
+                                                    : (a > b ? a : b);
+      EXPECT_EQ(std::bit_cast<std::uint64_t>(acc[i]), std::bit_cast<std::uint64_t>(want))
+          << reduce_op_name(op) << " f64 element " << i;
+    }
+  }
+  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max, ReduceOp::product, ReduceOp::band,
+                            ReduceOp::bor, ReduceOp::bxor}) {
+    std::int64_t acc[5];
+    std::memcpy(acc, l_acc, sizeof acc);
+    acc_reduce(DataType::i64, op, l_src, acc, 5);
+    acc_reduce_zero(DataType::i64, op, acc, 5);
+    for (int i = 0; i < 5; ++i) {
+      const auto a = static_cast<std::uint64_t>(l_acc[i]), b = static_cast<std::uint64_t>(l_src[i]);
+      const auto sa = l_acc[i], sb = l_src[i];
+      std::int64_t want = op == ReduceOp::sum       ? static_cast<std::int64_t>(a + b)
+                          : op == ReduceOp::product ? static_cast<std::int64_t>(a * b)
+                          : op == ReduceOp::min     ? std::min(sa, sb)
+                          : op == ReduceOp::max     ? std::max(sa, sb)
+                          : op == ReduceOp::band    ? (sa & sb)
+                          : op == ReduceOp::bor     ? (sa | sb)
+                                                    : (sa ^ sb);
+      // Then a contributor whose value is 0.
+      if (op == ReduceOp::min) want = std::min<std::int64_t>(want, 0);
+      if (op == ReduceOp::max) want = std::max<std::int64_t>(want, 0);
+      if (op == ReduceOp::product || op == ReduceOp::band) want = 0;
+      EXPECT_EQ(acc[i], want) << reduce_op_name(op) << " i64 element " << i;
+    }
+  }
+  EXPECT_EQ(acc_size(DataType::f64), 8u);
+  EXPECT_EQ(acc_size(DataType::i64), 8u);
+}
+
+}  // namespace
+}  // namespace sparcoll::block

@@ -37,7 +37,7 @@ void check_accepted(const std::byte* data, std::size_t size, const MessageView& 
   FUZZ_CHECK(size >= sizeof(WireHeader) && size - sizeof(WireHeader) == h.payload_len);
   FUZZ_CHECK(h.magic == proto::kMagic && h.version == proto::kVersion);
   FUZZ_CHECK(h.type >= static_cast<std::uint8_t>(MsgType::window) && h.type <= static_cast<std::uint8_t>(MsgType::abort));
-  FUZZ_CHECK(dtype_valid(h.dtype) && reduce_op_valid(h.redop));
+  FUZZ_CHECK(dtype_valid(h.dtype) && !dtype_is_wide(static_cast<DataType>(h.dtype)) && reduce_op_valid(h.redop));
   FUZZ_CHECK(!reduce_op_is_bitwise(static_cast<ReduceOp>(h.redop)) || h.dtype == static_cast<std::uint8_t>(DataType::i32));
   FUZZ_CHECK(h.sender < kProcs);
   FUZZ_CHECK(h.block_elems >= 1 && h.block_elems <= kMaxBlockElems && h.count <= kMaxCount);

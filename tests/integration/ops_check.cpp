@@ -1,5 +1,6 @@
 // sparcoll-ops-check: under sparcoll-run, allreduce and reduce with the ops beyond sum, avg, min
-// and max: product on every dtype, band, bor and bxor on i32, with every algorithm that can run
+// and max, and with the 64-bit dtypes (f64, i64: on the dense algorithms, which alone take them;
+// block-sparse refuses them): product on every dtype, band, bor and bxor on i32, with every algorithm that can run
 // (direct only over shm), on tensors with zero blocks among non-zero ones (zero is not the
 // neutral element of product and band: a rank's zero block zeroes the result's block; it is
 // for bor and bxor) and sizes with odd tails. The values are 0, +-1, +-2 and +-0.5, so every
@@ -131,6 +132,60 @@ std::string verify(DataType dt, ReduceOp op, const std::vector<std::byte>& got, 
   return std::string();
 }
 
+// The 64-bit types: f64 takes value() (exact in any order), i64 bit patterns beyond 32 bits
+// (sums and products wrap modulo 2^64, as the reference's unsigned arithmetic does).
+std::int64_t wide_int(int r, int ranks, std::size_t i) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(static_cast<std::uint32_t>(bits_value(r, ranks, i))) *
+                                   4294967311ull);
+}
+
+std::vector<std::byte> make_wide(DataType dt, int r, int ranks, std::size_t count) {
+  std::vector<std::byte> out(count * 8);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dt == DataType::f64) {
+      const double v = value(r, ranks, i);
+      std::memcpy(out.data() + i * 8, &v, 8);
+    } else {
+      const std::int64_t v = wide_int(r, ranks, i);
+      std::memcpy(out.data() + i * 8, &v, 8);
+    }
+  }
+  return out;
+}
+
+std::string verify_wide(DataType dt, ReduceOp op, const std::vector<std::byte>& got, int ranks, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dt == DataType::f64) {
+      double want = value(0, ranks, i), have;
+      for (int r = 1; r < ranks; ++r) {
+        const double x = value(r, ranks, i);
+        want = op == ReduceOp::sum       ? want + x
+               : op == ReduceOp::product ? want * x
+               : op == ReduceOp::min     ? (x < want ? x : want)
+                                         : (x > want ? x : want);
+      }
+      std::memcpy(&have, got.data() + i * 8, 8);
+      if (have != want)
+        return "element " + std::to_string(i) + " is " + std::to_string(have) + ", expected " + std::to_string(want);
+      continue;
+    }
+    std::uint64_t want = static_cast<std::uint64_t>(wide_int(0, ranks, i));
+    for (int r = 1; r < ranks; ++r) {
+      const auto x = static_cast<std::uint64_t>(wide_int(r, ranks, i));
+      const auto sx = static_cast<std::int64_t>(x), sw = static_cast<std::int64_t>(want);
+      want = op == ReduceOp::sum       ? want + x
+             : op == ReduceOp::product ? want * x
+             : op == ReduceOp::min     ? static_cast<std::uint64_t>(sx < sw ? sx : sw)
+             : op == ReduceOp::band    ? want & x
+                                       : want ^ x;
+    }
+    std::uint64_t have;
+    std::memcpy(&have, got.data() + i * 8, 8);
+    if (have != want) return "element " + std::to_string(i) + " differs";
+  }
+  return std::string();
+}
+
 std::uint64_t fnv1a(const std::vector<std::byte>& t) {
   std::uint64_t h = 1469598103934665603ull;
   for (std::byte b : t) h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211ull;
@@ -193,6 +248,58 @@ int main() {
         ++cases;
       }
     }
+  }
+  // f64 and i64: the dense algorithms (auto picks among them) and reduce; the others refuse.
+  struct WideCase {
+    ReduceOp op;
+    DataType dt;
+  };
+  const WideCase wide[] = {{ReduceOp::sum, DataType::f64}, {ReduceOp::product, DataType::f64},
+                           {ReduceOp::min, DataType::f64}, {ReduceOp::max, DataType::f64},
+                           {ReduceOp::sum, DataType::i64}, {ReduceOp::product, DataType::i64},
+                           {ReduceOp::min, DataType::i64}, {ReduceOp::band, DataType::i64},
+                           {ReduceOp::bxor, DataType::i64}};
+  for (const auto [op, dt] : wide) {
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1283}, std::size_t{70001}}) {
+      const std::vector<std::byte> mine = make_wide(dt, rank, ranks, count);
+      const std::string what = std::string(sparcoll::reduce_op_name(op)) + " " + std::string(sparcoll::dtype_name(dt)) +
+                               " count " + std::to_string(count);
+      for (Algorithm algo :
+           {Algorithm::auto_select, Algorithm::ring, Algorithm::butterfly, Algorithm::recursive_doubling}) {
+        std::vector<std::byte> out(mine.size());
+        comm.allreduce(mine.data(), out.data(), count, dt, op, algo);
+        if (const std::string wrong = verify_wide(dt, op, out, ranks, count); !wrong.empty()) {
+          std::printf("ops-check: rank %d: allreduce %s %s: %s\n", rank,
+                      std::string(sparcoll::algorithm_name(algo)).c_str(), what.c_str(), wrong.c_str());
+          return 1;
+        }
+        ++cases;
+      }
+      for (int root = 0; root < ranks; ++root) {
+        std::vector<std::byte> out(mine.size());
+        comm.reduce(mine.data(), rank == root ? out.data() : nullptr, count, dt, op, root);
+        if (rank == root)
+          if (const std::string wrong = verify_wide(dt, op, out, ranks, count); !wrong.empty()) {
+            std::printf("ops-check: rank %d: reduce to %d %s: %s\n", rank, root, what.c_str(), wrong.c_str());
+            return 1;
+          }
+        ++cases;
+      }
+    }
+  }
+  {
+    double x = 1.0;
+    try {
+      comm.allreduce(&x, &x, 1, DataType::f64, ReduceOp::sum, Algorithm::block_sparse);
+      std::printf("ops-check: rank %d: block_sparse took f64\n", rank);
+      return 1;
+    } catch (const sparcoll::Error& e) {
+      if (e.code() != sparcoll::ErrorCode::invalid_argument || std::strstr(e.what(), "reduces 32-bit dtypes") == nullptr) {
+        std::printf("ops-check: rank %d: block_sparse with f64: %s\n", rank, e.what());
+        return 1;
+      }
+    }
+    ++cases;
   }
   if (rank == 0) std::printf("ops-check: %d cases ok\n", cases);
   return 0;
