@@ -29,6 +29,7 @@ const char* dtype_name(c10::ScalarType t) {
     case c10::kBool: return "torch.bool";
     case c10::kComplexFloat: return "torch.complex64";
     case c10::kComplexDouble: return "torch.complex128";
+    case c10::kComplexHalf: return "torch.complex32";
     default: return c10::toString(t);
   }
 }
@@ -85,7 +86,7 @@ sparcoll::DataType reducible_dtype(const char* op, const std::string& name, cons
     default:
       TORCH_CHECK(false, "sparcoll: ", op, ": ", name, " has dtype ", dtype_name(t.scalar_type()), "; ", op,
                   " reduces torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32 "
-                  "(and through it int16, int8, uint8) and complex64/complex128 (SUM, AVG)");
+                  "(and through it int16, int8, uint8, bool) and complex64/complex128 (SUM, AVG)");
   }
 }
 
@@ -93,7 +94,7 @@ sparcoll::DataType reducible_dtype(const char* op, const std::string& name, cons
 
 // A tensor as sparcoll reduces it: itself (float32, float64, float16, bfloat16, int32, int64),
 // its float view (complex64, complex128; SUM and AVG: the real and imaginary parts add apart), or
-// an int32 copy (int8,
+// an int32 copy (bool, int8,
 // uint8, int16: every op then gives what the narrow type would, sums and products wrapping
 // modulo 2^8 or 2^16 once narrowed back) that `widened` says to copy back when done.
 struct Reducible {
@@ -109,6 +110,12 @@ Reducible as_reducible(const char* op, const std::string& name, const at::Tensor
     case c10::kChar:
     case c10::kByte:
     case c10::kShort: return Reducible{t.to(c10::kInt), sparcoll::DataType::i32, true};
+    case c10::kBool:
+      // As 0 and 1 in int32, narrowed back (non-zero is true): SUM and MAX give OR, MIN and
+      // PRODUCT AND, as gloo's bool reductions do. AVG has no bool meaning.
+      TORCH_CHECK(code != sparcoll::ReduceOp::avg, "sparcoll: ", op, ": ", name,
+                  " is torch.bool, which does not reduce with AVG");
+      return Reducible{t.to(c10::kInt), sparcoll::DataType::i32, true};
     case c10::kComplexFloat:
     case c10::kComplexDouble:
       TORCH_CHECK(code == sparcoll::ReduceOp::sum || code == sparcoll::ReduceOp::avg, "sparcoll: ", op, ": ", name,

@@ -291,6 +291,17 @@ def main():
     dist.all_reduce(got, op=dist.ReduceOp.AVG)
     check("all_reduce complex64 AVG", got, torch.complex(total.real / world, total.imag / world))
 
+    # bool as gloo reduces it: SUM and MAX are OR, MIN and PRODUCT are AND.
+    flags = lambda r: torch.tensor([(i >> r) & 1 for i in range(8)], dtype=torch.bool)
+    any_, all_ = flags(0).clone(), flags(0).clone()
+    for r in range(1, world):
+        any_, all_ = any_ | flags(r), all_ & flags(r)
+    for name, op, want in [("SUM", dist.ReduceOp.SUM, any_), ("MAX", dist.ReduceOp.MAX, any_),
+                           ("MIN", dist.ReduceOp.MIN, all_), ("PRODUCT", dist.ReduceOp.PRODUCT, all_)]:
+        got = flags(rank)
+        dist.all_reduce(got, op=op)
+        check(f"all_reduce bool {name}", got, want)
+
     # float64 and int64 (the dense algorithms), complex128 SUM; values beyond 32 bits.
     for dtype in (torch.float64, torch.int64):
         vals = lambda r: (torch.arange(300, dtype=torch.int64) * (2 ** 40 + r) - 7 * r).to(dtype)

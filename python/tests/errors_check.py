@@ -59,6 +59,11 @@ def dropped_group_with_a_collective_in_flight(rank, world):
     print(f"rank {rank}: dropped group with a collective in flight: ok", flush=True)
 
 
+def unreducible(n):
+    """A tensor of a dtype no backend reduces (quantized uint8): torch passes it through as it is."""
+    return torch.quantize_per_tensor(torch.ones(n), 0.1, 0, torch.quint8)
+
+
 def recv_size_mismatch(rank):
     """Rank 0 sends 2 floats, rank 1 receives 3: only the recv fails."""
     if rank == 0:
@@ -85,7 +90,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     pg = dist.distributed_c10d._get_default_group()
     cases = [
-        ("reduce dtype", "has dtype torch.bool", lambda: dist.reduce(torch.ones(2, dtype=torch.bool), 0)),
+        ("reduce dtype", "has dtype QUInt8", lambda: dist.reduce(unreducible(2), 0)),
         ("reduce root not a rank", f"root rank {world} is not a rank of this group",
          lambda: pg.reduce([torch.ones(2)], reduce_options(world)).wait()),
         # Rooted collectives, bad input on the root only: its own message, an abort elsewhere.
@@ -119,11 +124,13 @@ def main():
          lambda: dist.all_to_all_single(torch.empty(world * (2 + rank)), torch.ones(world * (2 + rank)))),
         ("non-contiguous", "is not contiguous", lambda: dist.all_reduce(torch.ones(4, 6).t())),
         ("non-contiguous broadcast", "is not contiguous", lambda: dist.broadcast(torch.ones(4, 6)[:, 1], 0)),
-        ("dtype", "has dtype torch.bool", lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool))),
-        ("dtype of reduce_scatter", "has dtype torch.bool",
-         lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.bool),
-                                     [torch.ones(2, dtype=torch.bool) for _ in range(world)])),
+        ("dtype", "has dtype QUInt8", lambda: dist.all_reduce(unreducible(4))),
+        ("dtype of reduce_scatter", "has dtype QUInt8",
+         lambda: dist.reduce_scatter(unreducible(2),
+                                     [unreducible(2) for _ in range(world)])),
         # Past torch's own check (dist.all_reduce refuses it first), straight to the backend.
+        ("bool AVG", "is torch.bool, which does not reduce with AVG",
+         lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool), op=dist.ReduceOp.AVG)),
         ("complex MAX", "torch.complex64, which reduces with SUM and AVG only",
          lambda: pg.allreduce([torch.ones(4, dtype=torch.complex64)], allreduce_options(dist.ReduceOp.MAX)).wait()),
         ("bitwise op on floats", "op bxor is bitwise: it takes i32 or i64, not f32",
@@ -151,8 +158,8 @@ def main():
         ("mismatched shapes", "mismatch", lambda: dist.all_reduce(torch.ones(100 + 300 * rank))),
         # Bad input on one rank only: that rank's own message, an abort on the others.
         ("bad dtype on rank 1 only",
-         "has dtype torch.bool" if rank == 1 else "that rank's input failed the backend's checks",
-         lambda: dist.all_reduce(torch.ones(4, dtype=torch.bool if rank == 1 else torch.float32))),
+         "has dtype QUInt8" if rank == 1 else "that rank's input failed the backend's checks",
+         lambda: dist.all_reduce(unreducible(4) if rank == 1 else torch.ones(4))),
         # The same on the collective thread (broadcast, allgather, reduce_scatter run there).
         # The bad rank is the root: a root with good input may finish sending before a
         # receiver's abort arrives (it then returns normally), a receiver always waits for it.
@@ -160,9 +167,9 @@ def main():
          "is not contiguous" if rank == 1 else "that rank's input failed the backend's checks",
          lambda: dist.broadcast(torch.ones(4, 6)[:, 1] if rank == 1 else torch.ones(4), 1)),
         ("reduce_scatter dtype on rank 0 only",
-         "has dtype torch.bool" if rank == 0 else "that rank's input failed the backend's checks",
-         lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.bool if rank == 0 else torch.float32),
-                                     [torch.ones(2, dtype=torch.bool if rank == 0 else torch.float32)
+         "has dtype QUInt8" if rank == 0 else "that rank's input failed the backend's checks",
+         lambda: dist.reduce_scatter(unreducible(2) if rank == 0 else torch.ones(2),
+                                     [unreducible(2) if rank == 0 else torch.ones(2)
                                       for _ in range(world)])),
         # A sparse tensor reduces on the collective thread: its bad rank aborts that sequence.
         ("sparse dtype on rank 1 only",
