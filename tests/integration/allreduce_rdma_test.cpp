@@ -45,9 +45,10 @@ TEST_F(AllreduceRdma, EventModeSleepsOnTheCompletionChannel) {
       {"SPARCOLL_POLL_MODE=event"});
 }
 
-// broadcast, allgather, reduce_scatter and barrier on the collective thread's queue pairs (the
-// driver's last channel), co-located and with dedicated aggregators (workers then connect to
-// each other too); the dense ring and butterfly allreduce over the same channel.
+// broadcast, allgather, reduce_scatter, reduce, gather, scatter, all_to_all and barrier on the
+// collective thread's queue pairs (the driver's last channel), co-located and with dedicated
+// aggregators (workers then connect to each other too); the dense ring and butterfly allreduce,
+// and send/recv outside collectives, over the same channel.
 TEST_F(AllreduceRdma, CollectivesAndDenseAllreduce) {
   const std::vector<std::string> collectives = {"--sizes", "0,1,257,20001", "--dtypes", "f32,bf16,i32",
                                                 "--ops",   "sum,max",        "--inflight", "4"};
@@ -57,6 +58,7 @@ TEST_F(AllreduceRdma, CollectivesAndDenseAllreduce) {
   for (const char* algo : {"ring", "butterfly"})
     run(3, 0, {"--algo", algo, "--sizes", "0,1,257,20001", "--dtypes", "f32,bf16", "--ops", "sum,max", "--densities",
                "0.1,1", "--patterns", "random"});
+  run(3, 0, {}, {}, "tests/integration/sparcoll-check-p2p");
 }
 
 TEST_F(AllreduceRdma, LargeTensorFourRanks) {
