@@ -208,15 +208,16 @@ int main(int argc, char** argv) {
   ++cases;
 
   if (expire) {
-    // Nobody sends with tag 99: the recv fails by the deadline, and only it.
-    if (r == 0) {
-      std::vector<std::byte> in(8);
-      const auto t0 = std::chrono::steady_clock::now();
-      expect_error(comm, "expired recv", ErrorCode::timeout, "recv from rank 1 with tag 99: deadline passed",
-                   [&] { comm.recv(in.data(), in.size(), 1, 99); });
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (s > 5.0) fail(comm, "expired recv took " + std::to_string(s) + " s");
-    }
+    // Nobody sends with tag 99: the recv fails by the deadline, and only it. Every rank waits
+    // one out at once, so none enters the next collective a deadline ahead of the others (that
+    // collective, under the same short deadline, would time out waiting for them).
+    std::vector<std::byte> in(8);
+    const auto t0 = std::chrono::steady_clock::now();
+    expect_error(comm, "expired recv", ErrorCode::timeout,
+                 ("recv from rank " + std::to_string(right) + " with tag 99: deadline passed").c_str(),
+                 [&] { comm.recv(in.data(), in.size(), right, 99); });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 5.0) fail(comm, "expired recv took " + std::to_string(s) + " s");
     ++cases;
   }
 
