@@ -71,20 +71,14 @@ void acc_reduce_wide(DataType dt, ReduceOp op, const void* src, void* acc, std::
 }
 
 void acc_reduce_zero_wide(DataType dt, ReduceOp op, void* acc, std::size_t n) noexcept {
-  if (zero_is_neutral(op) || n == 0) return;
-  if (dt == DataType::f64) {
-    auto* a = static_cast<double*>(acc);
-    for (std::size_t i = 0; i < n; ++i) {
-      const double zero = 0.0;
-      combine_f64(op, &zero, a + i, 1);
-    }
-    return;
-  }
-  auto* a = static_cast<std::int64_t*>(acc);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t zero = 0;
-    combine_i64(op, &zero, a + i, 1);
-  }
+  if (zero_is_neutral(op)) return;
+  // A zero contribution is all-zero bytes for both types: the combining kernel over a chunk of
+  // them, not a kernel call per element.
+  constexpr std::size_t kChunk = 256;
+  static constexpr std::uint64_t kZeros[kChunk] = {};
+  auto* a = static_cast<std::byte*>(acc);
+  for (std::size_t i = 0; i < n; i += kChunk)
+    acc_reduce_wide(dt, op, kZeros, a + i * 8, n - i < kChunk ? n - i : kChunk);
 }
 
 }  // namespace sparcoll::block
