@@ -69,6 +69,11 @@ std::vector<std::byte> make_tensor(const OpSpec& s, std::uint32_t block_elems, s
         std::memcpy(&out[i * 2], &v, 2);
         break;
       }
+      case DataType::f64:
+      case DataType::i64:
+        // The block-sparse protocol carries 32-bit accumulators; 64-bit dtypes never reach it.
+        ADD_FAILURE() << "make_tensor: " << dtype_name(s.dtype) << " is not a block-sparse dtype";
+        break;
     }
   };
   for (std::size_t b = 0; b < nblocks; ++b) {
