@@ -21,6 +21,7 @@ namespace sparcoll {
 namespace detail {
 class CommunicatorImpl;
 struct RequestState;
+struct Coalesced;
 }  // namespace detail
 
 // The source of a recv that takes a message from any rank (Communicator::recv).
@@ -102,8 +103,14 @@ class Request {
   friend class Communicator;
   Request(std::shared_ptr<detail::CommunicatorImpl> comm, std::shared_ptr<detail::RequestState> state)
       : comm_(std::move(comm)), state_(std::move(state)) {}
+  // Waits for the operation and, for a coalesced one, finishes it; never throws.
+  void settle() noexcept;
+  // A coalesced call's last step once its collective is done (communicator_coalesced.cpp): the
+  // check that every rank named the same buffers, then the copy out of the packed buffer.
+  Status finish_coalesced(const Status& collective);
   std::shared_ptr<detail::CommunicatorImpl> comm_;
   std::shared_ptr<detail::RequestState> state_;
+  std::shared_ptr<detail::Coalesced> coalesced_;  // set for allreduce_coalesced and allgather_coalesced
 };
 
 class Communicator {
@@ -212,6 +219,28 @@ class Communicator {
   Request isend(const void* data, std::size_t bytes, int peer, int tag);
   void recv(void* data, std::size_t bytes, int peer, int tag, int* source = nullptr);
   Request irecv(void* data, std::size_t bytes, int peer, int tag, int* source = nullptr);
+
+  // Several buffers of one dtype in one collective (PyTorch's allreduce_coalesced and
+  // allgather_coalesced): buffer i holds counts[i] elements (n buffers; counts may be 0). The
+  // send buffers are packed back to back into one buffer when the call returns (they may be
+  // reused at once), one collective moves it, and the results are copied out into the recv
+  // buffers when the request is waited for or tested finished. Every rank must give the same n
+  // and counts: counts that differ (even with the same total) fail the call on every rank with
+  // `mismatch`, and a bad argument on one rank (a null array, or a null buffer with a non-zero
+  // count) fails it on every rank with invalid_argument; the recv buffers are then untouched.
+  //
+  // recv[i] = reduce(send[i] over all ranks), counts[i] elements; in place when send[i] ==
+  // recv[i]. Runs one allreduce of the packed buffer with options().algo (auto: by its size and
+  // density, like allreduce), so several sparse tensors go block-sparse together.
+  OpStats allreduce_coalesced(const void* const* send, void* const* recv, const std::size_t* counts, std::size_t n,
+                              DataType dtype, ReduceOp op);
+  Request iallreduce_coalesced(const void* const* send, void* const* recv, const std::size_t* counts,
+                               std::size_t n, DataType dtype, ReduceOp op);
+  // recv[i] (size() * counts[i] elements) = every rank's send[i], in rank order. One allgather.
+  void allgather_coalesced(const void* const* send, void* const* recv, const std::size_t* counts, std::size_t n,
+                           DataType dtype);
+  Request iallgather_coalesced(const void* const* send, void* const* recv, const std::size_t* counts,
+                               std::size_t n, DataType dtype);
 
   // Compressed allreduce of an fp32 gradient (compression.hpp, docs/algorithms.md): out (count
   // fp32) = sum (or mean, c.op) over ranks of what each rank sent, identical on every rank.

@@ -158,6 +158,20 @@ sparcoll_status_t sparcoll_all_to_all_v(sparcoll_comm_t comm, const void* sendbu
                                         const size_t* send_offsets, void* recvbuf, const size_t* recv_bytes,
                                         const size_t* recv_offsets);
 
+/* Several buffers of one dtype in one collective (PyTorch's coalesced calls): buffer i holds
+ * counts[i] elements (n buffers). The send buffers are packed when the call returns and may be
+ * reused; the results reach the recv buffers when the call (or sparcoll_wait/test) reports it
+ * finished. Counts that differ across ranks, even with the same total, fail the call on every
+ * rank with SPARCOLL_ERR_MISMATCH; a NULL array or a NULL buffer with a non-zero count on one
+ * rank fails it on every rank with SPARCOLL_ERR_INVALID_ARGUMENT.
+ * recvbufs[i] = reduction of every rank's sendbufs[i]; in place when they are equal. */
+sparcoll_status_t sparcoll_allreduce_coalesced(sparcoll_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
+                                               const size_t* counts, size_t n, sparcoll_dtype_t dtype,
+                                               sparcoll_op_t op);
+/* recvbufs[i] (size * counts[i] elements) = every rank's sendbufs[i], in rank order. */
+sparcoll_status_t sparcoll_allgather_coalesced(sparcoll_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
+                                               const size_t* counts, size_t n, sparcoll_dtype_t dtype);
+
 /* Point to point, outside collectives (only the two ranks call them): bytes to or from rank
  * `peer` with a tag >= 0. A recv takes the first message from `peer` (or from any rank, with
  * SPARCOLL_ANY_SOURCE) with its tag, each sender's in the order it sent them; its size must be
@@ -189,6 +203,12 @@ sparcoll_status_t sparcoll_iall_to_all(sparcoll_comm_t comm, const void* sendbuf
 sparcoll_status_t sparcoll_iall_to_all_v(sparcoll_comm_t comm, const void* sendbuf, const size_t* send_bytes,
                                          const size_t* send_offsets, void* recvbuf, const size_t* recv_bytes,
                                          const size_t* recv_offsets, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_iallreduce_coalesced(sparcoll_comm_t comm, const void* const* sendbufs,
+                                                void* const* recvbufs, const size_t* counts, size_t n,
+                                                sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_request_t* request);
+sparcoll_status_t sparcoll_iallgather_coalesced(sparcoll_comm_t comm, const void* const* sendbufs,
+                                                void* const* recvbufs, const size_t* counts, size_t n,
+                                                sparcoll_dtype_t dtype, sparcoll_request_t* request);
 /* *source is written when the recv completes: it must stay valid until then. */
 sparcoll_status_t sparcoll_isend(sparcoll_comm_t comm, const void* buf, size_t bytes, int peer, int tag,
                                  sparcoll_request_t* request);

@@ -426,23 +426,20 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_dense_allreduce(std::ve
                   nullptr});
       continue;
     }
-    std::int64_t total = 0;
-    for (const at::Tensor& t : group) total += t.numel();
-    at::Tensor flat = at::empty({total}, group.front().options());
-    std::int64_t offset = 0;
-    for (const at::Tensor& t : group) {
-      flat.narrow(0, offset, t.numel()).copy_(t.reshape({-1}));
-      offset += t.numel();
+    // Communicator::iallreduce_coalesced packs them into one collective and copies the results
+    // back when the request finishes (on the completion thread); the tensors stay referenced
+    // through issued.outputs until then.
+    std::vector<const void*> send;
+    std::vector<void*> recv;
+    std::vector<std::size_t> counts;
+    for (at::Tensor& t : group) {
+      send.push_back(t.data_ptr());
+      recv.push_back(t.data_ptr());
+      counts.push_back(static_cast<std::size_t>(t.numel()));
     }
-    Started s{comm_->iallreduce(flat.data_ptr(), flat.data_ptr(), static_cast<std::size_t>(total), dtypes[i], code),
-              [flat, group] {
-                std::int64_t at = 0;
-                for (const at::Tensor& t : group) {
-                  t.view({-1}).copy_(flat.narrow(0, at, t.numel()));
-                  at += t.numel();
-                }
-              }};
-    issued.ops.push_back(std::move(s));
+    issued.ops.push_back(
+        Started{comm_->iallreduce_coalesced(send.data(), recv.data(), counts.data(), group.size(), dtypes[i], code),
+                nullptr});
   }
   return issued;
 }

@@ -259,6 +259,28 @@ def main():
         dist.reduce(got, dst=world - 1, op=dist.ReduceOp.PRODUCT)
         if rank == world - 1:
             check(f"reduce {dtype} PRODUCT", got, want.to(dtype))
+    # all_reduce_coalesced: one collective per dtype of the list (Communicator::allreduce_coalesced
+    # packs the float32 ones together); an empty tensor among them; integers so any order is exact.
+    for name, op, fold in [("SUM", dist.ReduceOp.SUM, lambda a, b: a + b), ("MAX", dist.ReduceOp.MAX, torch.maximum),
+                           ("MIN", dist.ReduceOp.MIN, torch.minimum)]:
+        shapes = [(3, 5), (0,), (1,), (257,), (2, 2)]
+        dtypes = [torch.float32, torch.float32, torch.int32, torch.float32, torch.int32]
+        vals = lambda r: [(torch.arange(math.prod(sh)) % 7 - 3 * r).reshape(sh).to(d) for sh, d in zip(shapes, dtypes)]
+        want = vals(0)
+        for r in range(1, world):
+            want = [fold(w, v) for w, v in zip(want, vals(r))]
+        # torch's wrapper takes one dtype per call; the process group any mix.
+        floats = [i for i, d in enumerate(dtypes) if d == torch.float32]
+        got = [vals(rank)[i] for i in floats]
+        dist.all_reduce_coalesced(got, op=op)
+        for g, i in zip(got, floats):
+            check(f"all_reduce_coalesced {name} tensor {i} {dtypes[i]} {shapes[i]}", g, want[i])
+        got = vals(rank)
+        opts = dist.AllreduceCoalescedOptions()
+        opts.reduceOp = op
+        pg.allreduce_coalesced(got, opts).wait()
+        for i, (g, w) in enumerate(zip(got, want)):
+            check(f"allreduce_coalesced mixed {name} tensor {i} {dtypes[i]} {shapes[i]}", g, w)
     # int8, uint8, int16 reduce through int32 and narrow back (sums and products wrap as the
     # narrow type's do); complex64 SUM and AVG through its float32 view.
     for dtype in (torch.int8, torch.uint8, torch.int16):
@@ -416,7 +438,12 @@ def main():
         ddp(x).square().mean().backward()
         grads[name] = [p.grad.clone() for p in model.parameters()]
     for i, (a, b) in enumerate(zip(grads["sparcoll"], grads["gloo"])):
-        check(f"DDP fp16_compress_hook gradient {i} (sparcoll and gloo)", a, b)
+        if world == 2:
+            check(f"DDP fp16_compress_hook gradient {i} (sparcoll and gloo)", a, b)
+        elif not torch.allclose(a, b, rtol=2**-9, atol=2**-14):
+            # Beyond 2 ranks the fp16 sums round in each backend's order of addition: the bits may
+            # differ by an fp16 ulp, the values may not differ by more.
+            failures.append(f"DDP fp16_compress_hook gradient {i}: sparcoll and gloo differ beyond fp16 rounding")
     dist.destroy_process_group(gloo)
 
     dist.destroy_process_group()

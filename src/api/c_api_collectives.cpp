@@ -197,6 +197,35 @@ sparcoll_status_t sparcoll_irecv(sparcoll_comm_t comm, void* buf, size_t bytes, 
                        [&](sparcoll::Communicator& c) { return c.irecv(buf, bytes, peer, tag, source); });
 }
 
+sparcoll_status_t sparcoll_allreduce_coalesced(sparcoll_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
+                                               const size_t* counts, size_t n, sparcoll_dtype_t dtype,
+                                               sparcoll_op_t op) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_allreduce_coalesced", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] { comm->comm.allreduce_coalesced(sendbufs, recvbufs, counts, n, dtype_of(dtype), op_of(op)); });
+}
+
+sparcoll_status_t sparcoll_allgather_coalesced(sparcoll_comm_t comm, const void* const* sendbufs, void* const* recvbufs,
+                                               const size_t* counts, size_t n, sparcoll_dtype_t dtype) {
+  if (const sparcoll_status_t bad = check_comm("sparcoll_allgather_coalesced", comm); bad != SPARCOLL_SUCCESS) return bad;
+  return guarded([&] { comm->comm.allgather_coalesced(sendbufs, recvbufs, counts, n, dtype_of(dtype)); });
+}
+
+sparcoll_status_t sparcoll_iallreduce_coalesced(sparcoll_comm_t comm, const void* const* sendbufs,
+                                                void* const* recvbufs, const size_t* counts, size_t n,
+                                                sparcoll_dtype_t dtype, sparcoll_op_t op, sparcoll_request_t* request) {
+  return start_request("sparcoll_iallreduce_coalesced", comm, request, [&](sparcoll::Communicator& c) {
+    return c.iallreduce_coalesced(sendbufs, recvbufs, counts, n, dtype_of(dtype), op_of(op));
+  });
+}
+
+sparcoll_status_t sparcoll_iallgather_coalesced(sparcoll_comm_t comm, const void* const* sendbufs,
+                                                void* const* recvbufs, const size_t* counts, size_t n,
+                                                sparcoll_dtype_t dtype, sparcoll_request_t* request) {
+  return start_request("sparcoll_iallgather_coalesced", comm, request, [&](sparcoll::Communicator& c) {
+    return c.iallgather_coalesced(sendbufs, recvbufs, counts, n, dtype_of(dtype));
+  });
+}
+
 sparcoll_status_t sparcoll_wait(sparcoll_request_t* request) {
   if (request == nullptr) return null_argument("sparcoll_wait", "request");
   if (*request == nullptr) return freed_request("sparcoll_wait");

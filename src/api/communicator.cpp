@@ -1,6 +1,7 @@
 // The C++ API: thin wrappers that turn Status into sparcoll::Error.
 #include "sparcoll/communicator.hpp"
 
+#include "api/coalesced.hpp"
 #include "api/communicator_impl.hpp"
 
 namespace sparcoll {
@@ -8,26 +9,45 @@ namespace sparcoll {
 Request::Request(Request&&) noexcept = default;
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
-    if (state_) (void)detail::CommunicatorImpl::wait(*state_);
+    settle();
     comm_ = std::move(other.comm_);
     state_ = std::move(other.state_);
+    coalesced_ = std::move(other.coalesced_);
   }
   return *this;
 }
 
 Request::~Request() {
   // The engine may still read the caller's buffers: never let them go while it runs.
-  if (state_) (void)detail::CommunicatorImpl::wait(*state_);
+  settle();
+}
+
+void Request::settle() noexcept {
+  if (!state_) return;
+  const Status s = detail::CommunicatorImpl::wait(*state_);
+  if (!coalesced_) return;
+  try {
+    (void)finish_coalesced(s);
+  } catch (...) {  // out of memory for an error's text: the outcome is lost, not the process
+  }
 }
 
 void Request::wait() {
   if (!state_) throw Error(Status(ErrorCode::invalid_argument, "wait() on an empty request"));
-  throw_if_error(detail::CommunicatorImpl::wait(*state_));
+  Status s = detail::CommunicatorImpl::wait(*state_);
+  if (coalesced_) s = finish_coalesced(s);
+  throw_if_error(s);
 }
 
 bool Request::test() {
   if (!state_) throw Error(Status(ErrorCode::invalid_argument, "test() on an empty request"));
   if (state_->done.load(std::memory_order_acquire) == 0) return false;
+  if (coalesced_) {
+    const Request& agreement = coalesced_->agreement_request;
+    if (agreement.state_ && agreement.state_->done.load(std::memory_order_acquire) == 0) return false;
+    throw_if_error(finish_coalesced(state_->status));
+    return true;
+  }
   throw_if_error(state_->status);
   return true;
 }

@@ -162,6 +162,38 @@ int main(void) {
     free(out);
   }
 
+  /* Coalesced: three buffers (one empty) reduced and gathered in one call each, one polled with
+   * sparcoll_test; a NULL buffer with a non-zero count fails the call on every rank. */
+  {
+    int a[3] = {rank, rank, rank}, b[1] = {1}, c[2] = {rank * 10, -rank};
+    const void* send[3] = {a, NULL, c};
+    void* recv[3] = {a, NULL, c};
+    const size_t counts[3] = {3, 0, 2};
+    s = sparcoll_allreduce_coalesced(comm, send, recv, counts, 3, SPARCOLL_INT32, SPARCOLL_SUM);
+    const int ranks_sum = size * (size - 1) / 2;
+    CHECK(s == SPARCOLL_SUCCESS && a[2] == ranks_sum && c[0] == 10 * ranks_sum && c[1] == -ranks_sum,
+          "allreduce_coalesced: %d %d %d (%s)", a[2], c[0], c[1], sparcoll_last_error());
+    int *ga = malloc(3 * (size_t)size * sizeof(int)), *gc = malloc(2 * (size_t)size * sizeof(int));
+    const int mine_a[3] = {rank, rank + 1, rank + 2}, mine_c[2] = {-rank, 7};
+    const void* gsend[3] = {mine_a, b, mine_c};
+    void* grecv[3] = {ga, NULL, gc};
+    sparcoll_request_t r = NULL;
+    CHECK(sparcoll_iallgather_coalesced(comm, gsend, grecv, counts, 3, SPARCOLL_INT32, &r) == SPARCOLL_SUCCESS,
+          "iallgather_coalesced: %s", sparcoll_last_error());
+    int done = 0;
+    while (!done) CHECK(sparcoll_test(&r, &done) == SPARCOLL_SUCCESS, "test: %s", sparcoll_last_error());
+    for (int p = 0; p < size; ++p)
+      CHECK(ga[3 * p + 2] == p + 2 && gc[2 * p] == -p && gc[2 * p + 1] == 7, "allgather_coalesced: rank %d's: %d %d %d",
+            p, ga[3 * p + 2], gc[2 * p], gc[2 * p + 1]);
+    void* bad_recv[3] = {ga, NULL, rank == size - 1 ? NULL : gc};
+    s = sparcoll_allgather_coalesced(comm, gsend, bad_recv, counts, 3, SPARCOLL_INT32);
+    CHECK(s == SPARCOLL_ERR_INVALID_ARGUMENT &&
+              strstr(sparcoll_last_error(), rank == size - 1 ? "recv[2] is null with count 2" : "invalid argument"),
+          "allgather_coalesced with a NULL buffer: %d %s", s, sparcoll_last_error());
+    free(ga);
+    free(gc);
+  }
+
   /* send and recv: a ring exchange, one from any source, and a bad peer. */
   if (size > 1) {
     int out[3] = {rank, rank * 2, rank * 3}, in[3] = {-1, -1, -1}, source = -2;

@@ -1,13 +1,15 @@
 // sparcoll-check-collectives: run under sparcoll-run; every rank runs a matrix of broadcast
 // (every root), allgather (out of place and in place), reduce_scatter (every op), reduce (every
 // op), gather and scatter (out of place and in place; their roots take turns), all_to_all (even
-// and uneven pieces, all_to_all_v) and barrier cases
+// and uneven pieces, all_to_all_v), allreduce_coalesced (every op) and allgather_coalesced (a
+// tensor cut into four buffers, one empty) and barrier cases
 // on seeded data (perf/lib/workload.hpp) and checks each result against what it must be. The
 // root's buffers of reduce, gather and scatter are null on the other ranks, as they may be.
 // Cases are issued with the non-blocking calls, --inflight of them at once and of mixed kinds,
 // so several collectives share the collective thread's queue.
 //
-//   sparcoll-check-collectives [--kinds broadcast,allgather,reduce_scatter,reduce,gather,scatter,all_to_all,barrier]
+//   sparcoll-check-collectives [--kinds broadcast,allgather,reduce_scatter,reduce,gather,scatter,all_to_all,
+//                                       allreduce_coalesced,allgather_coalesced,barrier]
 //                              [--dtypes f32,f16,bf16,i32] [--ops sum,avg,min,max]
 //                              [--sizes 0,1,255,257,1283] [--large N] [--inflight N] [--seed S]
 //
@@ -20,6 +22,7 @@
 // Prints "sparcoll-check-collectives: N cases passed" on rank 0; exits 1 on the first wrong one.
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -51,7 +54,8 @@ std::vector<std::string> split(const std::string& text) {
   std::exit(2);
 }
 
-enum class Kind { broadcast, allgather, reduce_scatter, reduce, gather, scatter, all_to_all };
+enum class Kind { broadcast, allgather, reduce_scatter, reduce, gather, scatter, all_to_all, allreduce_coalesced,
+                  allgather_coalesced };
 
 struct Case {
   Kind kind = Kind::broadcast;
@@ -62,6 +66,9 @@ struct Case {
   bool in_place = false;  // all_to_all: uneven pieces instead
   std::uint64_t seed = 0;
   std::vector<std::byte> send, recv;
+  // Coalesced: `count` elements cut into pieces (one of them empty), each in its own buffer.
+  std::vector<std::size_t> piece_counts;
+  std::vector<std::vector<std::byte>> piece_send, piece_recv;
   sparcoll::Request request;
   std::string label;
 };
@@ -93,11 +100,52 @@ std::vector<std::byte> all_to_all_input(const Case& c, int from, int n) {
   return out;
 }
 
+// Coalesced: count elements as 1, 0, half the rest and the rest (so odd tails, an empty buffer).
+std::vector<std::size_t> coalesced_counts(std::size_t count) {
+  const std::size_t a = std::min<std::size_t>(count, 1), b = (count - a) / 2;
+  return {a, 0, b, count - a - b};
+}
+
+void start_coalesced(sparcoll::Communicator& comm, Case& c) {
+  const int n = comm.size(), r = comm.rank();
+  const std::size_t esize = sparcoll::dtype_size(c.dtype);
+  sparcoll::perf::generate(spec_of(c, c.count, n), r, &c.send);
+  c.piece_counts = coalesced_counts(c.count);
+  const std::size_t pieces = c.piece_counts.size();
+  c.piece_send.assign(pieces, {});
+  c.piece_recv.assign(pieces, {});
+  std::vector<const void*> send(pieces);
+  std::vector<void*> recv(pieces);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < pieces; ++i) {
+    const std::size_t bytes = c.piece_counts[i] * esize;
+    c.piece_send[i].assign(c.send.begin() + static_cast<std::ptrdiff_t>(at),
+                           c.send.begin() + static_cast<std::ptrdiff_t>(at + bytes));
+    at += bytes;
+    const std::size_t out = c.kind == Kind::allgather_coalesced ? bytes * static_cast<std::size_t>(n) : bytes;
+    if (!c.in_place || c.kind == Kind::allgather_coalesced) c.piece_recv[i].assign(out, std::byte{0x7b});
+    send[i] = c.piece_send[i].data();
+    recv[i] = c.in_place && c.kind == Kind::allreduce_coalesced ? c.piece_send[i].data() : c.piece_recv[i].data();
+  }
+  // The send buffers are packed by the call: poison them at once, so a late read is caught.
+  if (c.kind == Kind::allreduce_coalesced) {
+    c.request = comm.iallreduce_coalesced(send.data(), recv.data(), c.piece_counts.data(), pieces, c.dtype, c.op);
+    if (c.in_place) return;
+  } else {
+    c.request = comm.iallgather_coalesced(send.data(), recv.data(), c.piece_counts.data(), pieces, c.dtype);
+  }
+  for (auto& piece : c.piece_send) std::fill(piece.begin(), piece.end(), std::byte{0x5d});
+}
+
 // Fills the buffers and starts the case.
 void start(sparcoll::Communicator& comm, Case& c) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t esize = sparcoll::dtype_size(c.dtype);
   switch (c.kind) {
+    case Kind::allreduce_coalesced:
+    case Kind::allgather_coalesced:
+      start_coalesced(comm, c);
+      return;
     case Kind::broadcast:
       // Non-roots start from poison, so bytes the library forgets to write are caught.
       if (r == c.root) sparcoll::perf::generate(spec_of(c, c.count, n), r, &c.recv);
@@ -190,10 +238,44 @@ std::string verify(const sparcoll::Communicator& comm, const Case& c) {
   const int n = comm.size(), r = comm.rank();
   const std::size_t esize = sparcoll::dtype_size(c.dtype);
   std::vector<std::byte> want;
+  std::vector<std::byte> got = c.recv;
   switch (c.kind) {
     case Kind::broadcast:
       sparcoll::perf::generate(spec_of(c, c.count, n), c.root, &want);
       break;
+    case Kind::allreduce_coalesced: {
+      // The pieces back to back are the allreduce of the whole tensor.
+      got.clear();
+      for (std::size_t i = 0; i < c.piece_counts.size(); ++i) {
+        const auto& piece = c.in_place ? c.piece_send[i] : c.piece_recv[i];
+        got.insert(got.end(), piece.begin(), piece.end());
+      }
+      sparcoll::perf::reference(spec_of(c, c.count, n), c.op, &want);
+      std::string where;
+      if (got.size() != want.size())
+        return "result has " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size());
+      if (const std::size_t wrong = sparcoll::perf::count_wrong(got, want, c.dtype, &where); wrong != 0)
+        return std::to_string(wrong) + " wrong elements, first " + where;
+      break;  // and the bytes too
+    }
+    case Kind::allgather_coalesced: {
+      // Piece i's buffer holds every rank's piece i, in rank order.
+      std::vector<std::vector<std::byte>> inputs(static_cast<std::size_t>(n));
+      for (int p = 0; p < n; ++p) sparcoll::perf::generate(spec_of(c, c.count, n), p, &inputs[static_cast<std::size_t>(p)]);
+      got.clear();
+      std::size_t at = 0;
+      for (std::size_t i = 0; i < c.piece_counts.size(); ++i) {
+        const std::size_t bytes = c.piece_counts[i] * esize;
+        for (int p = 0; p < n; ++p) {
+          const auto& in = inputs[static_cast<std::size_t>(p)];
+          want.insert(want.end(), in.begin() + static_cast<std::ptrdiff_t>(at),
+                      in.begin() + static_cast<std::ptrdiff_t>(at + bytes));
+        }
+        got.insert(got.end(), c.piece_recv[i].begin(), c.piece_recv[i].end());
+        at += bytes;
+      }
+      break;
+    }
     case Kind::allgather: {
       std::vector<std::byte> part;
       for (int p = 0; p < n; ++p) {
@@ -256,13 +338,13 @@ std::string verify(const sparcoll::Communicator& comm, const Case& c) {
       break;
     }
   }
-  if (c.recv.size() != want.size())
-    return "result has " + std::to_string(c.recv.size()) + " bytes, want " + std::to_string(want.size());
+  if (got.size() != want.size())
+    return "result has " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size());
   for (std::size_t i = 0; i < want.size(); ++i)
-    if (c.recv[i] != want[i]) {
+    if (got[i] != want[i]) {
       char text[96];
       std::snprintf(text, sizeof text, "byte %zu (element %zu) differs: got 0x%02x, want 0x%02x", i, i / esize,
-                    static_cast<unsigned>(c.recv[i]), static_cast<unsigned>(want[i]));
+                    static_cast<unsigned>(got[i]), static_cast<unsigned>(want[i]));
       return text;
     }
   return std::string();
@@ -294,8 +376,9 @@ std::string barrier_round(sparcoll::Communicator& comm, int late) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> kinds = {"broadcast", "allgather", "reduce_scatter", "reduce",
-                                    "gather",    "scatter",   "all_to_all",     "barrier"},
+  std::vector<std::string> kinds = {"broadcast",  "allgather",           "reduce_scatter",      "reduce",
+                                    "gather",     "scatter",             "all_to_all",          "allreduce_coalesced",
+                                    "allgather_coalesced", "barrier"},
                            dtypes = {"f32", "f16", "bf16", "i32"}, ops = {"sum", "avg", "min", "max"},
                            sizes = {"0", "1", "255", "257", "1283"};
   std::size_t large = 0;
@@ -322,7 +405,8 @@ int main(int argc, char** argv) {
   };
   for (const auto& k : kinds)
     if (k != "broadcast" && k != "allgather" && k != "reduce_scatter" && k != "reduce" && k != "gather" &&
-        k != "scatter" && k != "all_to_all" && k != "barrier")
+        k != "scatter" && k != "all_to_all" && k != "allreduce_coalesced" && k != "allgather_coalesced" &&
+        k != "barrier")
       usage("unknown kind " + k);
 
   try {
@@ -369,6 +453,17 @@ int main(int argc, char** argv) {
             if (!op) usage("bad op " + o);
             rooted(Kind::reduce, *op, cases.size() % 2 == 1, "reduce " + o);
           }
+        if (has("allreduce_coalesced"))
+          for (const auto& o : ops) {
+            const auto op = sparcoll::parse_reduce_op(o);
+            if (!op) usage("bad op " + o);
+            Case c{Kind::allreduce_coalesced, *dtype, *op, count};
+            c.in_place = cases.size() % 2 == 1;
+            const bool in_place = c.in_place;
+            add(std::move(c), "allreduce_coalesced " + o + tail + (in_place ? " in-place" : " out-of-place"));
+          }
+        if (has("allgather_coalesced"))
+          add(Case{Kind::allgather_coalesced, *dtype, ReduceOp::sum, count}, "allgather_coalesced" + tail);
         for (bool in_place : {false, true}) {
           if (has("gather")) rooted(Kind::gather, ReduceOp::sum, in_place, "gather");
           if (has("scatter")) rooted(Kind::scatter, ReduceOp::sum, in_place, "scatter");
@@ -390,6 +485,10 @@ int main(int argc, char** argv) {
         if (has("gather")) add(Case{Kind::gather, *dtype, ReduceOp::sum, per_rank, n / 2}, "gather root=middle" + tail);
         if (has("scatter")) add(Case{Kind::scatter, *dtype, ReduceOp::sum, per_rank, 0}, "scatter root=0" + tail);
         if (has("all_to_all")) add(Case{Kind::all_to_all, *dtype, ReduceOp::sum, per_rank}, "all_to_all" + tail);
+        if (has("allreduce_coalesced"))
+          add(Case{Kind::allreduce_coalesced, *dtype, ReduceOp::sum, large}, "allreduce_coalesced sum" + tail);
+        if (has("allgather_coalesced"))
+          add(Case{Kind::allgather_coalesced, *dtype, ReduceOp::sum, per_rank}, "allgather_coalesced" + tail);
       }
     }
 
@@ -427,6 +526,8 @@ int main(int argc, char** argv) {
         ++passed;
         c.send = {};
         c.recv = {};
+        c.piece_send = {};
+        c.piece_recv = {};
       }
     }
     if (has("barrier")) {

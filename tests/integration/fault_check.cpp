@@ -322,6 +322,19 @@ int main(int argc, char** argv) {
     } else if (scenario == "rooted_bad_root") {
       std::vector<float> out(1000);
       comm->reduce(data.data(), out.data(), 1000, DataType::f32, ReduceOp::max, culprit ? comm->size() : 0);
+    } else if (scenario == "coalesced_counts_differ") {
+      // The same total cut differently: only comparing the counts across ranks can catch it.
+      std::vector<float> a(600, 1.0f), b(600, 1.0f);
+      const std::size_t counts[2] = {culprit ? std::size_t{500} : 400, culprit ? std::size_t{500} : 600};
+      const void* send[2] = {a.data(), b.data()};
+      void* recv[2] = {a.data(), b.data()};
+      comm->allreduce_coalesced(send, recv, counts, 2, DataType::f32, ReduceOp::sum);
+    } else if (scenario == "coalesced_null_buffer") {
+      std::vector<float> a(100, 1.0f), all(100 * static_cast<std::size_t>(comm->size()));
+      const std::size_t counts[2] = {100, 100};
+      const void* send[2] = {a.data(), a.data()};
+      void* recv[2] = {all.data(), culprit ? nullptr : all.data()};
+      comm->allgather_coalesced(send, recv, counts, 2, DataType::f32);
     } else if (scenario == "p2p_null_buffer") {
       std::vector<float> all(std::size_t{1000} * static_cast<std::size_t>(comm->size()));
       comm->allgather(culprit ? nullptr : data.data(), all.data(), 1000, DataType::f32);
@@ -404,6 +417,10 @@ int main(int argc, char** argv) {
       // The root waits for rank 1's data to come back as an acknowledgement and names it; rank 2
       // waits for the root's commit and names the root (or hears of its failure first).
       return report(rank, e, ErrorCode::timeout, rank == 0 ? "rank 1" : "rank 0");
+    else if (scenario == "coalesced_counts_differ")
+      rc = report(rank, e, ErrorCode::mismatch, "counts differ across ranks");
+    else if (scenario == "coalesced_null_buffer")
+      rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "recv[1] is null with count 100" : "rank 1");
     else if (scenario == "p2p_null_buffer")
       rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "sendbuf is null" : "rank 1");
     else if (scenario == "ring_hang") {

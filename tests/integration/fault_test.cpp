@@ -57,7 +57,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "p2p_null_buffer", "ring_die", "ring_hang", "reduce_count_mismatch",
                                          "gather_count_mismatch", "scatter_count_mismatch", "reduce_root_disagree",
                                          "gather_root_disagree", "scatter_root_disagree", "rooted_bad_root",
-                                         "all_to_all_count_mismatch"),
+                                         "all_to_all_count_mismatch", "coalesced_counts_differ",
+                                         "coalesced_null_buffer"),
                        ::testing::Values("shm", "tcp")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
