@@ -57,6 +57,14 @@ void poison(std::vector<std::byte>* buffer, std::size_t bytes);
 void start_dense(Context& ctx, Slot& slot, const Call& call);
 std::string finish_dense(Context& ctx, Slot& slot, const Call& call, bool check);
 
+// reduce, gather, scatter (rooted_calls.cpp).
+void start_rooted(Context& ctx, Slot& slot, const Call& call);
+std::string finish_rooted(Context& ctx, Slot& slot, const Call& call, bool check);
+
+// all_to_all, send/recv around the ring, allreduce_coalesced (exchange_calls.cpp).
+void start_exchange(Context& ctx, Slot& slot, const Call& call);
+std::string finish_exchange(Context& ctx, Slot& slot, const Call& call, bool check);
+
 // allreduce_sparse (sparse_call.cpp).
 void start_sparse(Context& ctx, Slot& slot, const Call& call);
 std::string finish_sparse(Context& ctx, Slot& slot, const Call& call, bool check);

@@ -62,13 +62,33 @@ const char* kind_name(Kind k) {
     case Kind::sparse: return "sparse";
     case Kind::compressed: return "compressed";
     case Kind::rejected: return "rejected";
+    case Kind::reduce: return "reduce";
+    case Kind::gather: return "gather";
+    case Kind::scatter: return "scatter";
+    case Kind::all_to_all: return "all_to_all";
+    case Kind::p2p: return "p2p";
+    case Kind::coalesced: return "coalesced";
   }
   return "?";
 }
 
 std::vector<Kind> all_kinds() {
-  return {Kind::allreduce, Kind::broadcast, Kind::allgather,  Kind::reduce_scatter,
-          Kind::barrier,   Kind::sparse,    Kind::compressed, Kind::rejected};
+  return {Kind::allreduce, Kind::broadcast, Kind::allgather, Kind::reduce_scatter, Kind::barrier,
+          Kind::sparse,    Kind::compressed, Kind::rejected, Kind::reduce,         Kind::gather,
+          Kind::scatter,   Kind::all_to_all, Kind::p2p,      Kind::coalesced};
+}
+
+bool reduces(Kind k) {
+  return k == Kind::allreduce || k == Kind::reduce_scatter || k == Kind::sparse || k == Kind::reduce ||
+         k == Kind::coalesced;
+}
+
+bool rooted(Kind k) { return k == Kind::broadcast || k == Kind::reduce || k == Kind::gather || k == Kind::scatter; }
+
+std::size_t per_rank_divisor(Kind k, int world) {
+  const bool per_rank = k == Kind::allgather || k == Kind::reduce_scatter || k == Kind::gather || k == Kind::scatter ||
+                        k == Kind::all_to_all;
+  return per_rank ? static_cast<std::size_t>(world) : 1;
 }
 
 bool parse_kind(std::string_view name, Kind* out) {
@@ -101,13 +121,13 @@ std::string Call::describe() const {
     return s;
   }
   add(dtype_name(dtype));
-  if (kind != Kind::broadcast && kind != Kind::allgather) add(reduce_op_name(op));
+  if (reduces(kind)) add(reduce_op_name(op));
   add("count=" + std::to_string(count));
   char density_text[32];
   std::snprintf(density_text, sizeof density_text, "density=%g", density);
   add(density_text);
   add(perf::pattern_name(pattern));
-  if (kind == Kind::broadcast) add("root=" + std::to_string(root));
+  if (rooted(kind)) add("root=" + std::to_string(root));
   if (in_place) add("in-place");
   if (nonblocking) add("non-blocking");
   if (register_send) add("registered");
@@ -119,6 +139,8 @@ Mix::Mix(MixOptions options) : options_(std::move(options)), rng_(mix64(options_
   if (options_.kinds.empty()) options_.kinds = all_kinds();
   if (options_.tensors == 0) options_.kinds.erase(std::remove(options_.kinds.begin(), options_.kinds.end(), Kind::compressed), options_.kinds.end());
   if (options_.faults == 0) options_.kinds.erase(std::remove(options_.kinds.begin(), options_.kinds.end(), Kind::rejected), options_.kinds.end());
+  // send and recv need a peer: a rank may not send to itself.
+  if (options_.world < 2) options_.kinds.erase(std::remove(options_.kinds.begin(), options_.kinds.end(), Kind::p2p), options_.kinds.end());
 
   // The primer: each kind at its largest size and densest, every compressed tensor and every bad
   // call, and one full batch of non-blocking calls.
@@ -126,8 +148,7 @@ Mix::Mix(MixOptions options) : options_(std::move(options)), rng_(mix64(options_
     Call c = draw_call(kind, false, kind_max_bytes(kind));
     c.dtype = dtype;
     const std::size_t bytes = kind_max_bytes(kind);
-    const std::size_t per = kind == Kind::allgather || kind == Kind::reduce_scatter ? static_cast<std::size_t>(options_.world) : 1;
-    c.count = bytes / dtype_size(dtype) / per;
+    c.count = bytes / dtype_size(dtype) / per_rank_divisor(kind, options_.world);
     c.density = 1;
     c.pattern = perf::Pattern::random;
     return c;
@@ -142,7 +163,8 @@ Mix::Mix(MixOptions options) : options_(std::move(options)), rng_(mix64(options_
         c.algo = a;
         primer_.push_back({{c}});
       }
-    for (Kind k : {Kind::broadcast, Kind::allgather, Kind::reduce_scatter})
+    for (Kind k : {Kind::broadcast, Kind::allgather, Kind::reduce_scatter, Kind::reduce, Kind::gather, Kind::scatter,
+                   Kind::all_to_all, Kind::p2p, Kind::coalesced})
       if (enabled(k)) primer_.push_back({{largest(k, dtype)}});
     if (enabled(Kind::sparse))
       for (Algorithm a : kSparseAlgorithms) {
@@ -196,10 +218,14 @@ Step Mix::next() {
 Step Mix::draw() {
   // Step shapes by weight: a single call of each kind, or a batch of non-blocking calls.
   static const std::vector<std::pair<Kind, int>> kWeights = {
-      {Kind::allreduce, 40}, {Kind::broadcast, 8}, {Kind::allgather, 8}, {Kind::reduce_scatter, 8},
-      {Kind::barrier, 4},    {Kind::sparse, 10},   {Kind::compressed, 7}, {Kind::rejected, 1}};
+      {Kind::allreduce, 40}, {Kind::broadcast, 8}, {Kind::allgather, 8},  {Kind::reduce_scatter, 8},
+      {Kind::barrier, 4},    {Kind::sparse, 10},   {Kind::compressed, 7}, {Kind::rejected, 1},
+      {Kind::reduce, 5},     {Kind::gather, 4},    {Kind::scatter, 4},    {Kind::all_to_all, 4},
+      {Kind::p2p, 4},        {Kind::coalesced, 5}};
   static const std::vector<std::pair<Kind, int>> kBatchWeights = {
-      {Kind::allreduce, 6}, {Kind::broadcast, 1}, {Kind::allgather, 1}, {Kind::reduce_scatter, 1}, {Kind::sparse, 1}};
+      {Kind::allreduce, 6}, {Kind::broadcast, 1}, {Kind::allgather, 1},  {Kind::reduce_scatter, 1},
+      {Kind::sparse, 1},    {Kind::reduce, 1},    {Kind::gather, 1},     {Kind::scatter, 1},
+      {Kind::all_to_all, 1}, {Kind::p2p, 1},      {Kind::coalesced, 1}};
   std::vector<Kind> kinds, batch_kinds;
   std::vector<int> weights, batch_weights;
   for (const auto& [k, w] : kWeights)
@@ -236,8 +262,7 @@ Call Mix::draw_call(Kind kind, bool nonblocking, std::size_t max_bytes) {
   c.density = pick(rng_, kDensities);
   c.pattern = pick(rng_, kPatterns);
   c.in_place = chance(rng_, 0.5);
-  const std::size_t per_rank = kind == Kind::allgather || kind == Kind::reduce_scatter ? static_cast<std::size_t>(options_.world) : 1;
-  c.count = max_bytes == 0 ? 0 : draw_count(c.dtype, max_bytes / per_rank);
+  c.count = max_bytes == 0 ? 0 : draw_count(c.dtype, max_bytes / per_rank_divisor(kind, options_.world));
   switch (kind) {
     case Kind::allreduce:
       c.algo = pick(rng_, kAllreduceAlgorithms);
@@ -245,6 +270,9 @@ Call Mix::draw_call(Kind kind, bool nonblocking, std::size_t max_bytes) {
       break;
     case Kind::sparse: c.algo = pick(rng_, kSparseAlgorithms); break;
     case Kind::broadcast:
+    case Kind::reduce:
+    case Kind::gather:
+    case Kind::scatter:
       c.root = std::uniform_int_distribution<int>(0, options_.world - 1)(rng_);
       break;
     case Kind::compressed:

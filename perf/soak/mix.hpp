@@ -20,9 +20,29 @@ constexpr std::size_t kBatchMaxBytes = std::size_t{1} << 20;
 // SparCML converts a dense 100% tensor to (index, value) pairs: 4 MiB is already 2M entries.
 constexpr std::size_t kSparseMaxBytes = std::size_t{4} << 20;
 
-enum class Kind : std::uint8_t { allreduce, broadcast, allgather, reduce_scatter, barrier, sparse, compressed, rejected };
+enum class Kind : std::uint8_t {
+  allreduce,
+  broadcast,
+  allgather,
+  reduce_scatter,
+  barrier,
+  sparse,
+  compressed,
+  rejected,
+  reduce,
+  gather,
+  scatter,
+  all_to_all,
+  p2p,        // send and recv around the ring (2+ ranks)
+  coalesced,  // allreduce_coalesced of a tensor cut into four buffers
+};
 
 const char* kind_name(Kind k);
+bool reduces(Kind k);  // takes a reduction op
+bool rooted(Kind k);   // takes a root
+// What a call's count is divided by to stay within a byte limit: the ranks, for the kinds whose
+// count is per rank and whose buffers hold every rank's piece.
+std::size_t per_rank_divisor(Kind k, int world);
 bool parse_kind(std::string_view name, Kind* out);
 std::vector<Kind> all_kinds();
 
@@ -33,14 +53,15 @@ struct Call {
   Algorithm algo = Algorithm::from_options;  // allreduce, sparse
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
-  // allreduce, broadcast: elements; allgather, reduce_scatter: elements per rank; sparse: dim.
+  // allreduce, broadcast, reduce, p2p, coalesced: elements; allgather, reduce_scatter, gather,
+  // scatter, all_to_all: elements per rank; sparse: dim.
   std::size_t count = 0;
   double density = 0;  // fraction of non-zero blocks on each rank
   perf::Pattern pattern = perf::Pattern::random;
   bool in_place = false;
   bool nonblocking = false;
   bool register_send = false;  // allreduce: register_buffer the send buffer around the call
-  int root = 0;                // broadcast
+  int root = 0;                // broadcast, reduce, gather, scatter
   int tensor = 0;              // compressed: index into compressed_tensors()
   int fault = 0;               // rejected: which bad call (rejected.hpp)
   std::uint64_t seed = 0;

@@ -61,6 +61,12 @@ std::string Runner::run(const Step& step, bool check) {
       case Kind::sparse: start_sparse(ctx_, s, c); break;
       case Kind::compressed: start_compressed(ctx_, s, c, tensors_[static_cast<std::size_t>(c.tensor)]); break;
       case Kind::rejected: note(run_rejected(ctx_, s, c)); break;
+      case Kind::reduce:
+      case Kind::gather:
+      case Kind::scatter: start_rooted(ctx_, s, c); break;
+      case Kind::all_to_all:
+      case Kind::p2p:
+      case Kind::coalesced: start_exchange(ctx_, s, c); break;
       default: start_dense(ctx_, s, c); break;
     }
   }
@@ -75,6 +81,12 @@ std::string Runner::run(const Step& step, bool check) {
       case Kind::compressed:
         note(finish_compressed(ctx_, s, c, tensors_[static_cast<std::size_t>(c.tensor)], check));
         break;
+      case Kind::reduce:
+      case Kind::gather:
+      case Kind::scatter: note(finish_rooted(ctx_, s, c, check)); break;
+      case Kind::all_to_all:
+      case Kind::p2p:
+      case Kind::coalesced: note(finish_exchange(ctx_, s, c, check)); break;
       default: note(finish_dense(ctx_, s, c, check)); break;
     }
   }
