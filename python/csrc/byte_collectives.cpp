@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 
 namespace sparcoll_torch {
 namespace {
@@ -21,6 +22,74 @@ bool overlaps(const void* a, std::size_t abytes, const void* b, std::size_t bbyt
   return abytes && bbytes && x < y + bbytes && y < x + abytes;
 }
 
+// Staging buffers are kept and reused: a fresh multi-MiB vector costs a page fault per 4 KiB and
+// a zero fill on every call (about 1 ms for 8 MiB on this host), more than the copy through it.
+// A few are kept, none larger than kKeptBytes; they are taken and given back from the calling
+// and the completion threads, hence the mutex (per collective, not per element).
+class StagingPool {
+ public:
+  std::shared_ptr<Words> take(std::size_t words) {
+    std::unique_ptr<Words> buffer;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // The smallest kept buffer that is big enough, else the biggest (it grows once).
+      std::size_t pick = kept_.size();
+      for (std::size_t i = 0; i < kept_.size(); ++i) {
+        const std::size_t have = kept_[i]->size();
+        if (pick == kept_.size()) {
+          pick = i;
+          continue;
+        }
+        const std::size_t best = kept_[pick]->size();
+        if ((have >= words && (best < words || have < best)) || (best < words && have > best)) pick = i;
+      }
+      if (pick < kept_.size()) {
+        buffer = std::move(kept_[pick]);
+        kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(pick));
+      }
+    }
+    if (!buffer) buffer = std::make_unique<Words>();
+    // Never shrunk: resizing back up would zero-fill again.
+    if (buffer->size() < words) buffer->resize(words);
+    return std::shared_ptr<Words>(buffer.release(), [this](Words* w) { give(w); });
+  }
+
+ private:
+  static constexpr std::size_t kKept = 4;
+  static constexpr std::size_t kKeptBytes = std::size_t{64} << 20;
+
+  void give(Words* w) {
+    std::unique_ptr<Words> owned(w);
+    if (owned->size() * kWord > kKeptBytes) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (kept_.size() < kKept) kept_.push_back(std::move(owned));
+  }
+
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Words>> kept_;
+};
+
+std::shared_ptr<Words> staging_words(std::size_t words) {
+  static StagingPool* pool = new StagingPool;  // never destroyed: buffers may come back at exit
+  return pool->take(words);
+}
+
+}  // namespace
+
+std::shared_ptr<void> staging_buffer(std::size_t bytes) {
+  std::shared_ptr<Words> words = staging_words(words_for(bytes));
+  return std::shared_ptr<void>(words, words->data());  // aliases: keeps the vector, points at its data
+}
+
+namespace {
+
+// `bytes` from src into the words at `at`; the padding of a last partial word is zeroed (a
+// reused buffer holds an earlier call's bytes there).
+void put(std::int32_t* at, const void* src, std::size_t bytes) {
+  if (bytes % kWord != 0) at[bytes / kWord] = 0;
+  if (bytes > 0) std::memcpy(at, src, bytes);
+}
+
 }  // namespace
 
 Started start_broadcast(sparcoll::Communicator& comm, void* data, std::size_t bytes, int root) {
@@ -30,8 +99,8 @@ Started start_broadcast(sparcoll::Communicator& comm, void* data, std::size_t by
     s.request = comm.ibroadcast(data, words, sparcoll::DataType::i32, root);
     return s;
   }
-  auto staging = std::make_shared<Words>(words, 0);
-  if (comm.rank() == root && bytes > 0) std::memcpy(staging->data(), data, bytes);
+  auto staging = staging_words(words);
+  if (comm.rank() == root) put(staging->data(), data, bytes);
   s.request = comm.ibroadcast(staging->data(), words, sparcoll::DataType::i32, root);
   s.finish = [staging, data, bytes, root, rank = comm.rank()] {
     if (rank != root && bytes > 0) std::memcpy(data, staging->data(), bytes);
@@ -53,9 +122,9 @@ Started start_allgather(sparcoll::Communicator& comm, const void* send, std::siz
     s.request = comm.iallgather(send, recv[0], per_rank, sparcoll::DataType::i32);
     return s;
   }
-  auto staging = std::make_shared<Words>(per_rank * ranks, 0);
+  auto staging = staging_words(per_rank * ranks);
   std::int32_t* own = staging->data() + per_rank * rank;
-  if (bytes > 0) std::memcpy(own, send, bytes);
+  put(own, send, bytes);
   s.request = comm.iallgather(own, staging->data(), per_rank, sparcoll::DataType::i32);  // in place
   s.finish = [staging, recv = std::move(recv), bytes, per_rank, ranks] {
     for (std::size_t r = 0; r < ranks && bytes > 0; ++r) std::memcpy(recv[r], staging->data() + r * per_rank, bytes);
@@ -74,8 +143,8 @@ Started start_gather(sparcoll::Communicator& comm, const void* send, std::size_t
       s.request = comm.igather(send, nullptr, per_rank, sparcoll::DataType::i32, root);
       return s;
     }
-    auto staging = std::make_shared<Words>(per_rank, 0);
-    if (bytes > 0) std::memcpy(staging->data(), send, bytes);
+    auto staging = staging_words(per_rank);
+    put(staging->data(), send, bytes);
     s.request = comm.igather(staging->data(), nullptr, per_rank, sparcoll::DataType::i32, root);
     s.finish = [staging] {};
     return s;
@@ -88,9 +157,9 @@ Started start_gather(sparcoll::Communicator& comm, const void* send, std::size_t
     s.request = comm.igather(send, recv[0], per_rank, sparcoll::DataType::i32, root);
     return s;
   }
-  auto staging = std::make_shared<Words>(per_rank * ranks, 0);
+  auto staging = staging_words(per_rank * ranks);
   std::int32_t* own = staging->data() + per_rank * rank;
-  if (bytes > 0) std::memcpy(own, send, bytes);
+  put(own, send, bytes);
   s.request = comm.igather(own, staging->data(), per_rank, sparcoll::DataType::i32, root);  // in place
   s.finish = [staging, recv = std::move(recv), bytes, per_rank, ranks] {
     for (std::size_t r = 0; r < ranks && bytes > 0; ++r) std::memcpy(recv[r], staging->data() + r * per_rank, bytes);
@@ -107,7 +176,7 @@ Started start_scatter(sparcoll::Communicator& comm, std::vector<const void*> sen
   std::shared_ptr<Words> out;
   void* dst = recv;
   if (!word_ready(recv, bytes)) {
-    out = std::make_shared<Words>(per_rank, 0);
+    out = staging_words(per_rank);
     dst = out->data();
   }
   std::shared_ptr<Words> in;
@@ -121,8 +190,8 @@ Started start_scatter(sparcoll::Communicator& comm, std::vector<const void*> sen
     if (direct) {
       src = send[0];
     } else {
-      in = std::make_shared<Words>(per_rank * ranks, 0);
-      for (std::size_t r = 0; r < ranks && bytes > 0; ++r) std::memcpy(in->data() + r * per_rank, send[r], bytes);
+      in = staging_words(per_rank * ranks);
+      for (std::size_t r = 0; r < ranks; ++r) put(in->data() + r * per_rank, send[r], bytes);
       src = in->data();
     }
   }

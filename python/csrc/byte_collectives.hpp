@@ -26,6 +26,11 @@ struct Started {
   std::function<void()> finish;  // may be empty
 };
 
+// A staging buffer of at least `bytes` bytes (16-byte aligned), taken from a small pool of kept
+// buffers and given back when the last reference goes: a fresh multi-MiB buffer per call costs a
+// page fault per 4 KiB and a zero fill, more than the copy through it. Its contents are stale.
+std::shared_ptr<void> staging_buffer(std::size_t bytes);
+
 // `data` (bytes long) on `root` is copied into `data` on every rank.
 Started start_broadcast(sparcoll::Communicator& comm, void* data, std::size_t bytes, int root);
 

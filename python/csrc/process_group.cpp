@@ -663,7 +663,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSparcoll::reduce_scatter(std::vector<
       check_tensor(op, "input tensor " + std::to_string(r), ins[r]);
       check_same_shape_and_dtype(op, "input tensor " + std::to_string(r), ins[r], out, out.numel());
     }
-    const at::Tensor flat = as_reducible(op, "the input list", at::cat(ins).reshape({-1}), code).view;
+    // The inputs back to back in a kept staging buffer (at::cat would take fresh memory per call).
+    const std::int64_t n = out.numel();
+    std::shared_ptr<void> keep = staging_buffer(static_cast<std::size_t>(n) * ins.size() * out.element_size());
+    at::Tensor packed = at::from_blob(
+        keep.get(), {n * static_cast<std::int64_t>(ins.size())}, [keep](void*) mutable { keep.reset(); },
+        out.options());
+    for (std::size_t r = 0; r < ins.size(); ++r) packed.narrow(0, n * static_cast<std::int64_t>(r), n).copy_(ins[r].reshape({-1}));
+    const at::Tensor flat = as_reducible(op, "the input list", packed, code).view;
     return issue_reduce_scatter(flat.reshape({-1}), out, rout, code);
   });
 }
