@@ -444,14 +444,55 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_dense_allreduce(std::ve
   return issued;
 }
 
+// A sparse allreduce's result back into the torch.sparse_coo tensor (sizes, sparse_dim, inner as
+// issue_sparse_allreduce flattened it). The copies own their memory: `result` may go after.
+namespace {
+
+void write_sparse_result(at::Tensor& tensor, sparcoll::SparseResult& result, const std::vector<std::int64_t>& sizes,
+                       std::int64_t sparse_dim, std::int64_t inner) {
+  const at::TensorOptions vopt = at::TensorOptions().dtype(tensor.scalar_type());
+  if (result.dense) {
+    // Some range of the result passed the break-even density and came back dense.
+    at::Tensor dense = at::from_blob(result.values.data(), sizes, vopt);
+    tensor.copy_(nonzero_rows(dense, sparse_dim));
+    return;
+  }
+  const auto n = static_cast<std::int64_t>(result.indices.size());
+  const at::TensorOptions iopt = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor element = at::from_blob(result.indices.data(), {n}, iopt);
+  const at::Tensor value = at::from_blob(result.values.data(), {n}, vopt);
+  // Back to index positions: the unique positions present, each with its inner values.
+  at::Tensor kept = element, packed = value;
+  if (inner != 1) {
+    const at::Tensor position = element.div(inner, "floor");
+    auto unique = at::unique_consecutive(position, /*return_inverse=*/true);
+    kept = std::get<0>(unique);
+    if (kept.numel() * inner != n) {
+      // Some position lacks elements (not from this backend's own input): they are 0.
+      packed = at::zeros({kept.numel() * inner}, vopt);
+      packed.index_put_({std::get<1>(unique) * inner + element.remainder(inner)}, value);
+    }
+  }
+  std::vector<std::int64_t> value_sizes{kept.numel()};
+  value_sizes.insert(value_sizes.end(), sizes.begin() + sparse_dim, sizes.end());
+  at::Tensor indices = at::empty({sparse_dim, kept.numel()}, iopt);
+  at::Tensor rest = kept;
+  for (std::int64_t d = sparse_dim - 1; d >= 0; --d) {
+    indices[d].copy_(rest.remainder(sizes[static_cast<std::size_t>(d)]));
+    rest = rest.div(sizes[static_cast<std::size_t>(d)], "floor");
+  }
+  tensor.copy_(at::sparse_coo_tensor(indices, packed.view(value_sizes), sizes)._coalesced_(true));
+}
+
+}  // namespace
+
 ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_sparse_allreduce(const char* op, at::Tensor& tensor,
                                                                           sparcoll::ReduceOp code) {
   TORCH_CHECK(code == sparcoll::ReduceOp::sum || code == sparcoll::ReduceOp::avg, "sparcoll: ", op,
               ": torch.sparse_coo tensors reduce with SUM or AVG only");
   const sparcoll::DataType dtype = reducible_dtype(op, "tensor 0 (sparse values)", tensor);
-  TORCH_CHECK(!sparcoll::dtype_is_wide(dtype), "sparcoll: ", op, ": tensor 0 (sparse values) has dtype ",
-              dtype_name(tensor.scalar_type()), "; a torch.sparse_coo allreduce takes 32-bit values (float32, float16, "
-              "bfloat16, int32)");
+  TORCH_CHECK(!(dtype == sparcoll::DataType::i64 && code == sparcoll::ReduceOp::avg), "sparcoll: ", op,
+              ": AVG of int64 values is refused (an integer mean would round; gloo refuses it too)");
   // Communicator::iallreduce_sparse (SparCML) reduces one vector of scalars, so the tensor is
   // flattened: element k of index position (i0, ..., i_sd-1) is element
   // (row-major linear position) * inner + k, inner = the product of the dense dimensions (an
@@ -476,49 +517,82 @@ ProcessGroupSparcoll::Issued ProcessGroupSparcoll::issue_sparse_allreduce(const 
   auto result = std::make_shared<sparcoll::SparseResult>();
   Issued issued;
   issued.outputs = {tensor};
+  // DDP (torch 1.13) copies the Future's tensor into the sparse gradient (copy_ between sparse
+  // tensors only), so the tensor stays torch.sparse_coo, reduced in place, whatever form the
+  // result came back in.
+  auto write_back = [tensor, result, sizes, sparse_dim, inner]() mutable {
+    write_sparse_result(tensor, *result, sizes, sparse_dim, inner);
+  };
+  if (sparcoll::dtype_is_wide(dtype)) {
+    issued.ops.push_back(start_wide_sparse_allreduce(elements, values, positions * inner, dtype, code, result,
+                                                     std::move(write_back)));
+    return issued;
+  }
   // The indices and values are copied into the operation by the call: nothing to keep alive.
   issued.ops.push_back(Started{
       comm_->iallreduce_sparse(elements.data_ptr<std::int64_t>(), values.data_ptr(),
                                static_cast<std::size_t>(elements.numel()),
                                static_cast<std::size_t>(positions * inner), dtype, code, result.get()),
-      // DDP (torch 1.13) copies the Future's tensor into the sparse gradient (copy_ between
-      // sparse tensors only), so the tensor stays torch.sparse_coo, reduced in place, whatever
-      // form the result came back in. The copies below own their memory: `result` may go.
-      [tensor, result, sizes, sparse_dim, inner] {
-        const at::TensorOptions vopt = at::TensorOptions().dtype(tensor.scalar_type());
-        if (result->dense) {
-          // Some range of the result passed the break-even density and came back dense.
-          at::Tensor dense = at::from_blob(result->values.data(), sizes, vopt);
-          tensor.copy_(nonzero_rows(dense, sparse_dim));
-          return;
-        }
-        const auto n = static_cast<std::int64_t>(result->indices.size());
-        const at::TensorOptions iopt = at::TensorOptions().dtype(at::kLong);
-        const at::Tensor element = at::from_blob(result->indices.data(), {n}, iopt);
-        const at::Tensor value = at::from_blob(result->values.data(), {n}, vopt);
-        // Back to index positions: the unique positions present, each with its inner values.
-        at::Tensor kept = element, packed = value;
-        if (inner != 1) {
-          const at::Tensor position = element.div(inner, "floor");
-          auto unique = at::unique_consecutive(position, /*return_inverse=*/true);
-          kept = std::get<0>(unique);
-          if (kept.numel() * inner != n) {
-            // Some position lacks elements (not from this backend's own input): they are 0.
-            packed = at::zeros({kept.numel() * inner}, vopt);
-            packed.index_put_({std::get<1>(unique) * inner + element.remainder(inner)}, value);
-          }
-        }
-        std::vector<std::int64_t> value_sizes{kept.numel()};
-        value_sizes.insert(value_sizes.end(), sizes.begin() + sparse_dim, sizes.end());
-        at::Tensor indices = at::empty({sparse_dim, kept.numel()}, iopt);
-        at::Tensor rest = kept;
-        for (std::int64_t d = sparse_dim - 1; d >= 0; --d) {
-          indices[d].copy_(rest.remainder(sizes[static_cast<std::size_t>(d)]));
-          rest = rest.div(sizes[static_cast<std::size_t>(d)], "floor");
-        }
-        tensor.copy_(at::sparse_coo_tensor(indices, packed.view(value_sizes), sizes)._coalesced_(true));
-      }});
+      std::move(write_back)});
   return issued;
+}
+
+// 64-bit values: sparcoll's sparse allreduce carries 32-bit ones, so these go as gloo's sparse
+// allreduce goes: every rank's (element, value) pairs to every rank (an all_to_all_v of one
+// piece sent to all, after an allgather of the counts), summed locally in rank order by
+// coalesce(), so that every rank computes the same bits.
+Started ProcessGroupSparcoll::start_wide_sparse_allreduce(const at::Tensor& elements, const at::Tensor& values,
+                                                          std::int64_t numel, sparcoll::DataType dtype,
+                                                          sparcoll::ReduceOp code,
+                                                          std::shared_ptr<sparcoll::SparseResult> result,
+                                                          std::function<void()> write_back) {
+  const std::int64_t nnz = elements.numel();
+  const std::size_t pair = sizeof(std::int64_t) + sparcoll::dtype_size(dtype);
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(size_));
+  comm_->allgather(&nnz, counts.data(), 2, sparcoll::DataType::i32);  // an int64 as two words
+  // This rank's piece: its elements, then its values.
+  auto send = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(nnz) * pair);
+  if (nnz > 0) {
+    std::memcpy(send->data(), elements.data_ptr(), static_cast<std::size_t>(nnz) * sizeof(std::int64_t));
+    std::memcpy(send->data() + static_cast<std::size_t>(nnz) * sizeof(std::int64_t), values.data_ptr(),
+                static_cast<std::size_t>(nnz) * sparcoll::dtype_size(dtype));
+  }
+  const auto n = static_cast<std::size_t>(size_);
+  std::vector<std::size_t> send_bytes(n, send->size()), send_offsets(n, 0), recv_bytes(n), recv_offsets(n);
+  std::size_t total = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    recv_bytes[p] = static_cast<std::size_t>(counts[p]) * pair;
+    recv_offsets[p] = total;
+    total += recv_bytes[p];
+  }
+  auto received = std::make_shared<std::vector<std::byte>>(total);
+  Started s{comm_->iall_to_all_v(send->data(), send_bytes.data(), send_offsets.data(), received->data(),
+                                 recv_bytes.data(), recv_offsets.data()),
+            nullptr};
+  const at::ScalarType scalar = values.scalar_type();
+  const int world = size_;
+  s.finish = [send, received, counts, recv_offsets, pair, numel, scalar, code, world, result,
+              write_back = std::move(write_back)] {
+    std::vector<at::Tensor> all_elements, all_values;
+    for (std::size_t p = 0; p < counts.size(); ++p) {
+      const std::int64_t k = counts[p];
+      std::byte* piece = received->data() + recv_offsets[p];
+      all_elements.push_back(at::from_blob(piece, {k}, at::TensorOptions().dtype(at::kLong)));
+      all_values.push_back(at::from_blob(piece + static_cast<std::size_t>(k) * sizeof(std::int64_t), {k},
+                                         at::TensorOptions().dtype(scalar)));
+    }
+    at::Tensor summed = at::sparse_coo_tensor(at::cat(all_elements).unsqueeze(0), at::cat(all_values), {numel}).coalesce();
+    at::Tensor v = summed._values();
+    if (code == sparcoll::ReduceOp::avg) v = v / world;
+    v = v.contiguous();
+    const at::Tensor idx = summed._indices()[0].contiguous();
+    result->dense = false;
+    result->indices.assign(idx.data_ptr<std::int64_t>(), idx.data_ptr<std::int64_t>() + idx.numel());
+    const auto* vb = static_cast<const std::byte*>(v.data_ptr());
+    result->values.assign(vb, vb + v.nbytes());
+    write_back();
+  };
+  return s;
 }
 
 // --- broadcast -------------------------------------------------------------------------------

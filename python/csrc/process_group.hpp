@@ -102,6 +102,9 @@ class ProcessGroupSparcoll final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> run(const char* op, c10d::OpType type, Sequence sequence, Prepare&& prepare);
   Issued issue_allreduce(const char* op, std::vector<at::Tensor>& tensors, const c10d::ReduceOp& reduce_op);
   Issued issue_sparse_allreduce(const char* op, at::Tensor& tensor, sparcoll::ReduceOp op_code);
+  Started start_wide_sparse_allreduce(const at::Tensor& elements, const at::Tensor& values, std::int64_t numel,
+                                      sparcoll::DataType dtype, sparcoll::ReduceOp code,
+                                      std::shared_ptr<sparcoll::SparseResult> result, std::function<void()> write_back);
   // Dense tensors sparcoll reduces as they are (dtypes[i] each), in place.
   Issued issue_dense_allreduce(std::vector<at::Tensor>& tensors, const std::vector<sparcoll::DataType>& dtypes,
                                sparcoll::ReduceOp op_code);

@@ -402,6 +402,11 @@ def main():
     check_sparse("sparse embedding grad f16", rank, world, (300, 8), 1, 30, torch.float16, 4)
     check_sparse("sparse embedding grad bf16", rank, world, (300, 8), 1, 30, torch.bfloat16, 5)
     check_sparse("sparse embedding grad int32", rank, world, (300, 8), 1, 30, torch.int32, 6)
+    # 64-bit values go as gloo's sparse allreduce goes (every rank's pairs to every rank).
+    check_sparse("sparse embedding grad f64", rank, world, (300, 8), 1, 30, torch.float64, 13)
+    check_sparse("sparse embedding grad f64 AVG", rank, world, (300, 8), 1, 30, torch.float64, 14, op=dist.ReduceOp.AVG)
+    check_sparse("sparse embedding grad int64", rank, world, (300, 8), 1, 30, torch.int64, 15)
+    check_sparse("sparse f64, empty on rank 0", rank, world, (500,), 1, lambda r: 0 if r == 0 else 25, torch.float64, 16)
     check_sparse("sparse vector (no dense dim)", rank, world, (5000,), 1, 100, torch.float32, 7)
     check_sparse("sparse matrix (2 sparse dims)", rank, world, (70, 90), 2, 200, torch.float32, 8)
     check_sparse("sparse hybrid (1 sparse, 2 dense dims)", rank, world, (60, 3, 5), 1, 10, torch.float32, 9)

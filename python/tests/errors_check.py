@@ -171,10 +171,12 @@ def main():
          lambda: dist.reduce_scatter(unreducible(2) if rank == 0 else torch.ones(2),
                                      [unreducible(2) if rank == 0 else torch.ones(2)
                                       for _ in range(world)])),
-        # A sparse tensor reduces on the collective thread: its bad rank aborts that sequence.
-        ("sparse dtype on rank 1 only",
-         "has dtype torch.float64" if rank == 1 else "that rank's input failed the backend's checks",
+        # 64-bit sparse values go another way (every rank's pairs to every rank): a rank whose
+        # dtype differs runs another collective, which every rank names.
+        ("sparse dtypes differ across ranks", ("differ across ranks",),
          lambda: dist.all_reduce(torch.eye(4, dtype=torch.float64 if rank == 1 else torch.float32).to_sparse())),
+        ("sparse int64 AVG", "AVG of int64 values is refused",
+         lambda: dist.all_reduce(torch.eye(4, dtype=torch.int64).to_sparse(), op=dist.ReduceOp.AVG)),
         ("sparse shapes differ across ranks", ("allreduce_sparse", "failed it", "differ"),
          lambda: dist.all_reduce(torch.eye(4 + rank).to_sparse())),
         # Each rank sees the other's size first or the other's abort first, whichever comes.
