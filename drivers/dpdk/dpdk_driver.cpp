@@ -280,6 +280,19 @@ class Closer {
 std::atomic<std::uint32_t> g_object_counter{0};
 std::atomic<bool> g_memif_zero_copy_claimed{false};  // see "One zero-copy link per process" above
 
+// What the peers published, checked against this process: one Identity per peer (in ctx.peers
+// order), and the smallest frame any of them takes.
+struct PeerIdentities {
+  std::vector<Identity> peers;
+  std::uint32_t frame = 0;
+};
+
+// The largest message a frame carries, and the note errors about bigger messages append.
+struct MessageLimit {
+  std::uint32_t max_message = 0;
+  std::string note;
+};
+
 class DpdkDriver final : public Driver {
  public:
   ~DpdkDriver() override {
@@ -315,6 +328,17 @@ class DpdkDriver final : public Driver {
   Status open_memif_ports(const DriverContext& ctx, const Identity& me, const std::vector<Identity>& peers,
                           const SetupDeadline& deadline);
   Status create_memif_link(const DriverContext& ctx, const Identity& me, const Identity& them, std::size_t i);
+  // setup()'s steps, in order.
+  void choose_memif_zero_copy_link(const DriverContext& ctx, const EalState& eal);
+  Status exchange_identities(const DriverContext& ctx, const Identity& me, const SetupDeadline& deadline,
+                             PeerIdentities* out);
+  MessageLimit message_limit(const DriverContext& ctx, const Identity& me, std::uint32_t frame);
+  Status bring_up_ports(const DriverContext& ctx, const Identity& me, const PortFacts& facts,
+                        const PeerIdentities& theirs, const SetupDeadline& deadline, SharedPortSetup* shared);
+  void choose_zero_copy(const SharedPortSetup& shared, const PortFacts& facts);
+  ChannelSetup channel_setup(const DriverContext& ctx, std::uint32_t c, const Identity& me,
+                             const std::vector<Identity>& peers, const SharedPortSetup& shared,
+                             const MessageLimit& limit);
 
   bool map_for_dma(const void* addr, std::size_t len);
   void decline_zero_copy(const std::string& why);
@@ -589,19 +613,7 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
   if (!eal.status.ok()) return eal.status;
   core_ = std::make_unique<Core>();
   core_->memif = !eal.has_device;
-  // memif zero-copy for the link to the lowest-index peer, if this process is its client.
-  const auto lowest = std::min_element(ctx.peers.begin(), ctx.peers.end());
-  if (core_->memif && o.dpdk_memif_zero_copy == "auto" && lowest != ctx.peers.end() && *lowest < ctx.self) {
-    if (!eal.shareable_memory)
-      SC_LOG_INFO("dpdk: memif zero-copy is off: the EAL's memory is not one shareable file (that needs --no-huge "
-                  "--single-file-segments; the EAL runs with '%s')",
-                  join_args(eal.args).c_str());
-    else if (g_memif_zero_copy_claimed.exchange(true))
-      SC_LOG_INFO("dpdk: memif zero-copy is off for these links: an earlier link of this process had it (one per "
-                  "process: DPDK 22.11's memif closes the EAL's memory fd when a zero-copy link goes)");
-    else
-      core_->memif_zero_copy_link = static_cast<std::int32_t>(lowest - ctx.peers.begin());
-  }
+  choose_memif_zero_copy_link(ctx, eal);
 
   Identity me;
   PortFacts facts;
@@ -615,64 +627,118 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
       return status;
     }
   }
-  status = ctx.store->set(addr_key(ctx, ctx.self), encode(me));
+  PeerIdentities theirs;
+  status = exchange_identities(ctx, me, deadline, &theirs);
+  if (!status.ok()) return status;
+  const MessageLimit limit = message_limit(ctx, me, theirs.frame);
+
+  status = create_pools(ctx, me.frame, kRxDescriptors);
+  if (!status.ok()) return status;
+  SharedPortSetup shared;
+  status = bring_up_ports(ctx, me, facts, theirs, deadline, &shared);
+  if (!status.ok()) return status;
+  choose_zero_copy(shared, facts);
+  for (std::uint32_t c = 0; c < ctx.channels; ++c)
+    core_->channels.push_back(std::make_unique<DpdkChannel>(channel_setup(ctx, c, me, theirs.peers, shared, limit)));
+
+  // Every peer's ports are up before any frame is sent to them.
+  status = ctx.store->set(ready_key(ctx, ctx.self), "1");
+  if (!status.ok()) return status;
+  std::vector<std::string> ignored;
+  status = gather_peer_keys(ctx, ctx.peers, [&](std::uint32_t peer) { return ready_key(ctx, peer); }, deadline, "dpdk",
+                            "bring up their dpdk ports", &ignored);
+  if (!status.ok()) return status;
+  core_->complete = true;
+  return Status::Ok();
+}
+
+// memif zero-copy for the link to the lowest-index peer, if this process is its client.
+void DpdkDriver::choose_memif_zero_copy_link(const DriverContext& ctx, const EalState& eal) {
+  const auto lowest = std::min_element(ctx.peers.begin(), ctx.peers.end());
+  if (!core_->memif || ctx.options->dpdk_memif_zero_copy != "auto" || lowest == ctx.peers.end() || *lowest > ctx.self)
+    return;
+  if (!eal.shareable_memory)
+    SC_LOG_INFO("dpdk: memif zero-copy is off: the EAL's memory is not one shareable file (that needs --no-huge "
+                "--single-file-segments; the EAL runs with '%s')",
+                join_args(eal.args).c_str());
+  else if (g_memif_zero_copy_claimed.exchange(true))
+    SC_LOG_INFO("dpdk: memif zero-copy is off for these links: an earlier link of this process had it (one per "
+                "process: DPDK 22.11's memif closes the EAL's memory fd when a zero-copy link goes)");
+  else
+    core_->memif_zero_copy_link = static_cast<std::int32_t>(lowest - ctx.peers.begin());
+}
+
+// Publishes this process's address and reads every peer's: same mode, same channel count.
+Status DpdkDriver::exchange_identities(const DriverContext& ctx, const Identity& me, const SetupDeadline& deadline,
+                                       PeerIdentities* out) {
+  Status status = ctx.store->set(addr_key(ctx, ctx.self), encode(me));
   if (!status.ok()) return status;
   std::vector<std::string> values;
   status = gather_peer_keys(ctx, ctx.peers, [&](std::uint32_t peer) { return addr_key(ctx, peer); }, deadline, "dpdk",
                             "publish their dpdk addresses", &values);
   if (!status.ok()) return status;
-  std::vector<Identity> peers(ctx.peers.size());
-  std::uint32_t frame = me.frame;
+  out->peers.assign(ctx.peers.size(), Identity{});
+  out->frame = me.frame;
   for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
     const std::string name = process_name(ctx, ctx.peers[i]);
-    if (!decode(values[i], &peers[i]))
+    Identity& them = out->peers[i];
+    if (!decode(values[i], &them))
       return Status(ErrorCode::protocol_error, name + " published a malformed dpdk address: '" + values[i] + "'");
-    if (peers[i].mode != me.mode)
-      return Status(ErrorCode::mismatch, name + " runs the dpdk transport in " + peers[i].mode + " mode, this process in " +
+    if (them.mode != me.mode)
+      return Status(ErrorCode::mismatch, name + " runs the dpdk transport in " + them.mode + " mode, this process in " +
                                              me.mode + " mode (SPARCOLL_DPDK_EAL_ARGS differ: a device gives port mode)");
-    if (peers[i].channels != me.channels)
-      return Status(ErrorCode::mismatch, name + " has " + std::to_string(peers[i].channels) + " dpdk channels, this process " +
+    if (them.channels != me.channels)
+      return Status(ErrorCode::mismatch, name + " has " + std::to_string(them.channels) + " dpdk channels, this process " +
                                              std::to_string(me.channels) + " (SPARCOLL_THREADS differ)");
-    frame = std::min(frame, peers[i].frame);
+    out->frame = std::min(out->frame, them.frame);
   }
-  const std::uint32_t max_message = std::min<std::uint32_t>(ctx.max_message, frame - static_cast<std::uint32_t>(kHeadersLen));
-  std::string limit_note;
-  if (max_message < ctx.max_message) {
-    limit_note = " (one frame of at most " + std::to_string(frame) + " bytes carries " + std::to_string(max_message) +
-                 " bytes of message: set SPARCOLL_MAX_MESSAGE to at most " + std::to_string(max_message) + ")";
+  return Status::Ok();
+}
+
+MessageLimit DpdkDriver::message_limit(const DriverContext& ctx, const Identity& me, std::uint32_t frame) {
+  MessageLimit limit;
+  limit.max_message = std::min<std::uint32_t>(ctx.max_message, frame - static_cast<std::uint32_t>(kHeadersLen));
+  if (limit.max_message < ctx.max_message) {
+    limit.note = " (one frame of at most " + std::to_string(frame) + " bytes carries " +
+                 std::to_string(limit.max_message) + " bytes of message: set SPARCOLL_MAX_MESSAGE to at most " +
+                 std::to_string(limit.max_message) + ")";
     SC_LOG_INFO("dpdk: messages are limited to %u bytes (frames of %u bytes, %s mode), below max_message=%u "
                 "(SPARCOLL_MAX_MESSAGE)",
-                max_message, frame, me.mode.c_str(), ctx.max_message);
+                limit.max_message, frame, me.mode.c_str(), ctx.max_message);
   }
+  return limit;
+}
 
-  const std::uint16_t rx_descriptors = kRxDescriptors;
-  status = create_pools(ctx, me.frame, rx_descriptors);
-  if (!status.ok()) return status;
-
-  SharedPortSetup shared;
+// memif: one link per peer; port mode: the claimed port, its queues and steering (`shared`).
+Status DpdkDriver::bring_up_ports(const DriverContext& ctx, const Identity& me, const PortFacts& facts,
+                                  const PeerIdentities& theirs, const SetupDeadline& deadline,
+                                  SharedPortSetup* shared) {
   if (core_->memif) {
-    status = open_memif_ports(ctx, me, peers, deadline);
+    const Status status = open_memif_ports(ctx, me, theirs.peers, deadline);
     if (!status.ok()) return status;
     const std::int32_t zc = core_->memif_zero_copy_link;
     SC_LOG_INFO("dpdk: memif mode, %zu links, %u queue pairs each (one per channel), frames up to %u bytes, memif "
                 "zero-copy %s",
-                core_->ports.size(), ctx.channels, frame,
+                core_->ports.size(), ctx.channels, theirs.frame,
                 zc >= 0 ? ("on the link to " + process_name(ctx, ctx.peers[static_cast<std::size_t>(zc)])).c_str() : "off");
-  } else {
-    status = configure_shared_port(core_->ports[0], ctx.channels, core_->pools, me.ip, static_cast<std::uint16_t>(me.udp),
-                                   &shared);
-    if (!status.ok()) return status;
-    core_->rx_readers = std::make_unique<std::atomic<bool>[]>(shared.rx_queues);
-    free_parked_pools(core_->ports[0].id);
-    SC_LOG_INFO("dpdk: port mode on port %u (%s, %s), %s %s:%u, %u rx / %u tx queues, steering: %s; checksum offload "
-                "ip %s udp %s rx %s; frames up to %u bytes",
-                core_->ports[0].id, facts.name.c_str(), facts.driver.c_str(), mac_text(me.mac).c_str(),
-                ip_text(me.ip).c_str(), me.udp, shared.rx_queues, ctx.channels, shared.steering.c_str(),
-                shared.ip_checksum_offload ? "yes" : "no", shared.udp_checksum_offload ? "yes" : "no",
-                shared.rx_checksum_offload ? "yes" : "no", frame);
+    return Status::Ok();
   }
+  const Status status = configure_shared_port(core_->ports[0], ctx.channels, core_->pools, me.ip,
+                                              static_cast<std::uint16_t>(me.udp), shared);
+  if (!status.ok()) return status;
+  core_->rx_readers = std::make_unique<std::atomic<bool>[]>(shared->rx_queues);
+  free_parked_pools(core_->ports[0].id);
+  SC_LOG_INFO("dpdk: port mode on port %u (%s, %s), %s %s:%u, %u rx / %u tx queues, steering: %s; checksum offload "
+              "ip %s udp %s rx %s; frames up to %u bytes",
+              core_->ports[0].id, facts.name.c_str(), facts.driver.c_str(), mac_text(me.mac).c_str(),
+              ip_text(me.ip).c_str(), me.udp, shared->rx_queues, ctx.channels, shared->steering.c_str(),
+              shared->ip_checksum_offload ? "yes" : "no", shared->udp_checksum_offload ? "yes" : "no",
+              shared->rx_checksum_offload ? "yes" : "no", theirs.frame);
+  return Status::Ok();
+}
 
-  // Zero-copy sends: chains of mbufs, some attached to user memory (see the top of this file).
+// Zero-copy sends: chains of mbufs, some attached to user memory (see the top of this file).
+void DpdkDriver::choose_zero_copy(const SharedPortSetup& shared, const PortFacts& facts) {
   if (core_->memif) {
     core_->multi_seg = core_->multi_seg && !core_->ports.empty();
     if (core_->multi_seg) zero_copy_ = ZeroCopy::copying;
@@ -687,84 +753,80 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
     zero_copy_ = ZeroCopy::dma;
     dma_port_ = core_->ports[0].id;
   }
-  for (std::uint32_t c = 0; c < ctx.channels; ++c) {
-    ChannelSetup cs;
-    cs.index = c;
-    cs.channels = ctx.channels;
-    cs.self = ctx.self;
-    cs.processes = static_cast<std::uint32_t>(ctx.processes.size());
-    cs.mac = me.mac;
-    cs.ip = me.ip;
-    cs.udp_port = static_cast<std::uint16_t>(me.udp + c);
-    cs.max_message = max_message;
-    cs.window = window_for(static_cast<std::uint32_t>(ctx.peers.size()));
-    cs.limit_note = limit_note;
-    cs.drop_every = o.dpdk_drop_every;
-    cs.liveness_ms = ctx.deadline_ms;
-    cs.memif = core_->memif;
-    cs.ip_checksum_offload = shared.ip_checksum_offload;
-    cs.udp_checksum_offload = shared.udp_checksum_offload;
-    cs.rx_checksum_offload = shared.rx_checksum_offload;
-    cs.pool = core_->pools[c];
-    cs.ext_pool = core_->ext_pools[c];
-    cs.zero_copy = zero_copy_ != ZeroCopy::none;
-    if (!core_->memif && shared.max_tx_segments > 1)
-      cs.max_segments = std::min<std::uint16_t>(kMaxSegments, shared.max_tx_segments);
-    cs.rings = core_->rings;
-    if (core_->memif) {
-      for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
-        cs.rx.push_back(RxSource{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i)});
-        // Per peer: a window of data, its control frames, slack.
-        cs.targets.push_back(TxTarget{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i), cs.window + 16});
-      }
-    } else {
-      // With rte_flow rules a channel's frames arrive on its own queue. Otherwise (RSS, the
-      // kernel's fanout behind net_af_packet, a single queue) they can land on any queue, and
-      // the channel that owns that queue may not poll for a long time: the collective thread
-      // sleeps between calls, and a dedicated aggregator never polls its second channel. A
-      // 5%-loss test lost whole flows that way (af_packet had moved them onto the idle
-      // channel's socket). So each channel reads every queue, one reader at a
-      // time, and forwards what belongs to another channel.
-      for (std::uint32_t q = c; q < shared.rx_queues; q += ctx.channels)
-        cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(q), -1,
-                                 shared.exact_steering ? nullptr : &core_->rx_readers[q]});
-      if (!shared.exact_steering)
-        for (std::uint32_t q = 0; q < shared.rx_queues; ++q)
-          if (q % ctx.channels != c)
-            cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(q), -1, &core_->rx_readers[q]});
-      cs.targets.push_back(TxTarget{core_->ports[0].id, static_cast<std::uint16_t>(c), -1,
-                                    static_cast<std::uint32_t>(ctx.peers.size()) * (cs.window + 16)});
-    }
-    for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
-      const std::uint32_t peer = ctx.peers[i];
-      const Identity& them = peers[i];
-      const bool lower = ctx.self < peer;
-      PeerSetup ps;
-      ps.index = peer;
-      ps.mac = them.mac;
-      ps.ip = them.ip;
-      ps.udp_port = static_cast<std::uint16_t>(them.udp + c);
-      // One id per pair of driver incarnations: frames of another job, or of an earlier
-      // communicator of this one, never pass.
-      ps.job_id = fnv1a64(o.job_token + "\n" + ctx.key_prefix + "\n" + hex64(lower ? me.nonce : them.nonce) + "\n" +
-                          hex64(lower ? them.nonce : me.nonce) + "\njob");
-      ps.target = core_->memif ? static_cast<std::uint32_t>(i) : 0;
-      ps.copy_user_memory = static_cast<std::int32_t>(i) == core_->memif_zero_copy_link;
-      ps.label = process_name(ctx, peer) + " (mac " + mac_text(them.mac) + ", " + ip_text(them.ip) + ":" +
-                 std::to_string(ps.udp_port) + ")";
-      cs.peers.push_back(std::move(ps));
-    }
-    core_->channels.push_back(std::make_unique<DpdkChannel>(std::move(cs)));
-  }
+}
 
-  status = ctx.store->set(ready_key(ctx, ctx.self), "1");
-  if (!status.ok()) return status;
-  std::vector<std::string> ignored;
-  status = gather_peer_keys(ctx, ctx.peers, [&](std::uint32_t peer) { return ready_key(ctx, peer); }, deadline, "dpdk",
-                            "bring up their dpdk ports", &ignored);
-  if (!status.ok()) return status;
-  core_->complete = true;
-  return Status::Ok();
+// Channel c's setup: its pools, where it reads and sends, and one PeerSetup per peer.
+ChannelSetup DpdkDriver::channel_setup(const DriverContext& ctx, std::uint32_t c, const Identity& me,
+                                       const std::vector<Identity>& peers, const SharedPortSetup& shared,
+                                       const MessageLimit& limit) {
+  const Options& o = *ctx.options;
+  ChannelSetup cs;
+  cs.index = c;
+  cs.channels = ctx.channels;
+  cs.self = ctx.self;
+  cs.processes = static_cast<std::uint32_t>(ctx.processes.size());
+  cs.mac = me.mac;
+  cs.ip = me.ip;
+  cs.udp_port = static_cast<std::uint16_t>(me.udp + c);
+  cs.max_message = limit.max_message;
+  cs.window = window_for(static_cast<std::uint32_t>(ctx.peers.size()));
+  cs.limit_note = limit.note;
+  cs.drop_every = o.dpdk_drop_every;
+  cs.liveness_ms = ctx.deadline_ms;
+  cs.memif = core_->memif;
+  cs.ip_checksum_offload = shared.ip_checksum_offload;
+  cs.udp_checksum_offload = shared.udp_checksum_offload;
+  cs.rx_checksum_offload = shared.rx_checksum_offload;
+  cs.pool = core_->pools[c];
+  cs.ext_pool = core_->ext_pools[c];
+  cs.zero_copy = zero_copy_ != ZeroCopy::none;
+  if (!core_->memif && shared.max_tx_segments > 1)
+    cs.max_segments = std::min<std::uint16_t>(kMaxSegments, shared.max_tx_segments);
+  cs.rings = core_->rings;
+  if (core_->memif) {
+    for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+      cs.rx.push_back(RxSource{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i)});
+      // Per peer: a window of data, its control frames, slack.
+      cs.targets.push_back(TxTarget{core_->ports[i].id, static_cast<std::uint16_t>(c), static_cast<std::int32_t>(i), cs.window + 16});
+    }
+  } else {
+    // With rte_flow rules a channel's frames arrive on its own queue. Otherwise (RSS, the
+    // kernel's fanout behind net_af_packet, a single queue) they can land on any queue, and
+    // the channel that owns that queue may not poll for a long time: the collective thread
+    // sleeps between calls, and a dedicated aggregator never polls its second channel. A
+    // 5%-loss test lost whole flows that way (af_packet had moved them onto the idle
+    // channel's socket). So each channel reads every queue, one reader at a
+    // time, and forwards what belongs to another channel.
+    for (std::uint32_t q = c; q < shared.rx_queues; q += ctx.channels)
+      cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(q), -1,
+                               shared.exact_steering ? nullptr : &core_->rx_readers[q]});
+    if (!shared.exact_steering)
+      for (std::uint32_t q = 0; q < shared.rx_queues; ++q)
+        if (q % ctx.channels != c)
+          cs.rx.push_back(RxSource{core_->ports[0].id, static_cast<std::uint16_t>(q), -1, &core_->rx_readers[q]});
+    cs.targets.push_back(TxTarget{core_->ports[0].id, static_cast<std::uint16_t>(c), -1,
+                                  static_cast<std::uint32_t>(ctx.peers.size()) * (cs.window + 16)});
+  }
+  for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
+    const std::uint32_t peer = ctx.peers[i];
+    const Identity& them = peers[i];
+    const bool lower = ctx.self < peer;
+    PeerSetup ps;
+    ps.index = peer;
+    ps.mac = them.mac;
+    ps.ip = them.ip;
+    ps.udp_port = static_cast<std::uint16_t>(them.udp + c);
+    // One id per pair of driver incarnations: frames of another job, or of an earlier
+    // communicator of this one, never pass.
+    ps.job_id = fnv1a64(o.job_token + "\n" + ctx.key_prefix + "\n" + hex64(lower ? me.nonce : them.nonce) + "\n" +
+                        hex64(lower ? them.nonce : me.nonce) + "\njob");
+    ps.target = core_->memif ? static_cast<std::uint32_t>(i) : 0;
+    ps.copy_user_memory = static_cast<std::int32_t>(i) == core_->memif_zero_copy_link;
+    ps.label = process_name(ctx, peer) + " (mac " + mac_text(them.mac) + ", " + ip_text(them.ip) + ":" +
+               std::to_string(ps.udp_port) + ")";
+    cs.peers.push_back(std::move(ps));
+  }
+  return cs;
 }
 
 }  // namespace
