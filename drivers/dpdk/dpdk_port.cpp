@@ -217,6 +217,104 @@ Status claim_port(std::uint16_t port, PortHandle* out) {
   return Status::Ok();
 }
 
+namespace {
+
+// The offloads the port offers that sparcoll uses: rx and tx checksums, multi-segment sends.
+void choose_offloads(const rte_eth_dev_info& info, rte_eth_conf* conf, SharedPortSetup* out) {
+  const std::uint64_t rx_ck = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+  if ((info.rx_offload_capa & rx_ck) == rx_ck) {
+    conf->rxmode.offloads |= rx_ck;
+    out->rx_checksum_offload = true;
+  }
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) {
+    conf->txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+    out->ip_checksum_offload = true;
+    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) {
+      conf->txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+      out->udp_checksum_offload = true;
+    }
+  }
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) {
+    conf->txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+    out->multi_seg_tx = true;
+    out->max_tx_segments = info.tx_desc_lim.nb_mtu_seg_max;
+  }
+}
+
+// Sets up every rx queue (queue q takes channel q % channels's pool) and every tx queue.
+Status setup_queues(const PortHandle& port, const rte_eth_dev_info& info, const rte_eth_conf& conf, std::uint16_t rxq,
+                    std::uint16_t txq, std::uint32_t channels, const std::vector<rte_mempool*>& pools) {
+  const std::string& name = port.name;
+  std::uint16_t nb_rx = kRxDescriptors;
+  std::uint16_t nb_tx = kTxDescriptors;
+  (void)rte_eth_dev_adjust_nb_rx_tx_desc(port.id, &nb_rx, &nb_tx);
+  for (std::uint16_t q = 0; q < rxq; ++q) {
+    rte_eth_rxconf rxconf = info.default_rxconf;
+    rxconf.offloads = conf.rxmode.offloads;
+    if (int rc = rte_eth_rx_queue_setup(port.id, q, nb_rx, SOCKET_ID_ANY, &rxconf, pools[q % channels]); rc != 0)
+      return Status(ErrorCode::system_error, "dpdk: rx queue " + std::to_string(q) + " of port " + name +
+                                                 " failed: " + dpdk_error(rc));
+  }
+  for (std::uint16_t q = 0; q < txq; ++q) {
+    rte_eth_txconf txconf = info.default_txconf;
+    txconf.offloads = conf.txmode.offloads;
+    if (int rc = rte_eth_tx_queue_setup(port.id, q, nb_tx, SOCKET_ID_ANY, &txconf); rc != 0)
+      return Status(ErrorCode::system_error, "dpdk: tx queue " + std::to_string(q) + " of port " + name +
+                                                 " failed: " + dpdk_error(rc));
+  }
+  return Status::Ok();
+}
+
+// A rule that steers UDP to ip:udp_port onto rx queue `queue_index`, or null when the port refuses it.
+rte_flow* create_steering_rule(const PortHandle& port, std::uint32_t ip, std::uint16_t udp_port, std::uint16_t queue_index) {
+  rte_flow_attr attr {};
+  attr.ingress = 1;
+  rte_flow_item_ipv4 ip_spec {};
+  rte_flow_item_ipv4 ip_mask {};
+  ip_spec.hdr.dst_addr = htonl(ip);
+  ip_mask.hdr.dst_addr = 0xffffffff;
+  rte_flow_item_udp udp_spec {};
+  rte_flow_item_udp udp_mask {};
+  udp_spec.hdr.dst_port = htons(udp_port);
+  udp_mask.hdr.dst_port = 0xffff;
+  rte_flow_item pattern[4] = {};
+  pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+  pattern[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+  pattern[1].spec = &ip_spec;
+  pattern[1].mask = &ip_mask;
+  pattern[2].type = RTE_FLOW_ITEM_TYPE_UDP;
+  pattern[2].spec = &udp_spec;
+  pattern[2].mask = &udp_mask;
+  pattern[3].type = RTE_FLOW_ITEM_TYPE_END;
+  rte_flow_action_queue queue {};
+  queue.index = queue_index;
+  rte_flow_action actions[2] = {};
+  actions[0].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+  actions[0].conf = &queue;
+  actions[1].type = RTE_FLOW_ACTION_TYPE_END;
+  rte_flow_error error {};
+  if (rte_flow_validate(port.id, &attr, pattern, actions, &error) != 0) return nullptr;
+  return rte_flow_create(port.id, &attr, pattern, actions, &error);
+}
+
+// A flow rule per channel sends its UDP port to its queue; all or none (a partial set would
+// leave some channels' frames on any queue while others read only their own).
+bool steer_by_flow_rules(PortHandle& port, std::uint16_t queues, std::uint32_t ip, std::uint16_t udp_base) {
+  for (std::uint16_t c = 0; c < queues; ++c) {
+    rte_flow* flow = create_steering_rule(port, ip, static_cast<std::uint16_t>(udp_base + c), c);
+    if (flow == nullptr) {
+      rte_flow_error error {};
+      for (rte_flow* f : port.flows) rte_flow_destroy(port.id, f, &error);
+      port.flows.clear();
+      return false;
+    }
+    port.flows.push_back(flow);
+  }
+  return true;
+}
+
+}  // namespace
+
 Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std::vector<rte_mempool*>& pools,
                              std::uint32_t ip, std::uint16_t udp_base, SharedPortSetup* out) {
   std::lock_guard<std::mutex> lock(control_mutex());
@@ -245,44 +343,11 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_hf = rss;
   }
-  const std::uint64_t rx_ck = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
-  if ((info.rx_offload_capa & rx_ck) == rx_ck) {
-    conf.rxmode.offloads |= rx_ck;
-    out->rx_checksum_offload = true;
-  }
-  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) {
-    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
-    out->ip_checksum_offload = true;
-    if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) {
-      conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
-      out->udp_checksum_offload = true;
-    }
-  }
-  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) {
-    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
-    out->multi_seg_tx = true;
-    out->max_tx_segments = info.tx_desc_lim.nb_mtu_seg_max;
-  }
+  choose_offloads(info, &conf, out);
   if (int rc = rte_eth_dev_configure(port.id, rxq, txq, &conf); rc != 0)
     return Status(ErrorCode::system_error, "dpdk: configuring port " + name + " with " + std::to_string(rxq) + " rx / " +
                                                std::to_string(txq) + " tx queues failed: " + dpdk_error(rc));
-  std::uint16_t nb_rx = kRxDescriptors;
-  std::uint16_t nb_tx = kTxDescriptors;
-  (void)rte_eth_dev_adjust_nb_rx_tx_desc(port.id, &nb_rx, &nb_tx);
-  for (std::uint16_t q = 0; q < rxq; ++q) {
-    rte_eth_rxconf rxconf = info.default_rxconf;
-    rxconf.offloads = conf.rxmode.offloads;
-    if (int rc = rte_eth_rx_queue_setup(port.id, q, nb_rx, SOCKET_ID_ANY, &rxconf, pools[q % channels]); rc != 0)
-      return Status(ErrorCode::system_error, "dpdk: rx queue " + std::to_string(q) + " of port " + name +
-                                                 " failed: " + dpdk_error(rc));
-  }
-  for (std::uint16_t q = 0; q < txq; ++q) {
-    rte_eth_txconf txconf = info.default_txconf;
-    txconf.offloads = conf.txmode.offloads;
-    if (int rc = rte_eth_tx_queue_setup(port.id, q, nb_tx, SOCKET_ID_ANY, &txconf); rc != 0)
-      return Status(ErrorCode::system_error, "dpdk: tx queue " + std::to_string(q) + " of port " + name +
-                                                 " failed: " + dpdk_error(rc));
-  }
+  if (Status s = setup_queues(port, info, conf, rxq, txq, channels, pools); !s.ok()) return s;
   if (int rc = rte_eth_dev_start(port.id); rc != 0)
     return Status(ErrorCode::system_error, "dpdk: starting port " + name + " failed: " + dpdk_error(rc));
   port.started = true;
@@ -293,52 +358,9 @@ Status configure_shared_port(PortHandle& port, std::uint32_t channels, const std
                                : rxq > 1  ? (conf.rxmode.mq_mode == RTE_ETH_MQ_RX_RSS ? "rss" : "none")
                                           : "one rx queue") +
                   " (every channel reads every queue and forwards frames for another channel)";
-  if (rxq > 1 && rxq == txq) {
-    bool all = true;
-    for (std::uint16_t c = 0; c < rxq && all; ++c) {
-      rte_flow_attr attr {};
-      attr.ingress = 1;
-      rte_flow_item_ipv4 ip_spec {};
-      rte_flow_item_ipv4 ip_mask {};
-      ip_spec.hdr.dst_addr = htonl(ip);
-      ip_mask.hdr.dst_addr = 0xffffffff;
-      rte_flow_item_udp udp_spec {};
-      rte_flow_item_udp udp_mask {};
-      udp_spec.hdr.dst_port = htons(static_cast<std::uint16_t>(udp_base + c));
-      udp_mask.hdr.dst_port = 0xffff;
-      rte_flow_item pattern[4] = {};
-      pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
-      pattern[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
-      pattern[1].spec = &ip_spec;
-      pattern[1].mask = &ip_mask;
-      pattern[2].type = RTE_FLOW_ITEM_TYPE_UDP;
-      pattern[2].spec = &udp_spec;
-      pattern[2].mask = &udp_mask;
-      pattern[3].type = RTE_FLOW_ITEM_TYPE_END;
-      rte_flow_action_queue queue {};
-      queue.index = c;
-      rte_flow_action actions[2] = {};
-      actions[0].type = RTE_FLOW_ACTION_TYPE_QUEUE;
-      actions[0].conf = &queue;
-      actions[1].type = RTE_FLOW_ACTION_TYPE_END;
-      rte_flow_error error {};
-      rte_flow* flow = nullptr;
-      if (rte_flow_validate(port.id, &attr, pattern, actions, &error) == 0)
-        flow = rte_flow_create(port.id, &attr, pattern, actions, &error);
-      if (flow == nullptr) {
-        all = false;
-      } else {
-        port.flows.push_back(flow);
-      }
-    }
-    if (all) {
-      out->exact_steering = true;
-      out->steering = "rte_flow (udp destination port -> the channel's queue)";
-    } else {
-      rte_flow_error error {};
-      for (rte_flow* flow : port.flows) rte_flow_destroy(port.id, flow, &error);
-      port.flows.clear();
-    }
+  if (rxq > 1 && rxq == txq && steer_by_flow_rules(port, rxq, ip, udp_base)) {
+    out->exact_steering = true;
+    out->steering = "rte_flow (udp destination port -> the channel's queue)";
   }
   return Status::Ok();
 }
