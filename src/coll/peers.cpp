@@ -295,28 +295,7 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
                                                " (expected a sparcoll peer message, version " + std::to_string(kPeerVersion) + ")"));
     return false;
   }
-  if (parsed == PeerParse::ok && h.kind == static_cast<std::uint8_t>(PeerKind::abort)) {
-    const std::string reason = abort_reason_text(m.payload, m.len);
-    // The sender's error code travels in `tag`. The op-level ones are kept, so every rank reports
-    // one bad argument the same way (as block-sparse aborts do) and the executor forgets the
-    // collective instead of breaking; anything else is a peer failure.
-    const auto sent = static_cast<ErrorCode>(h.tag);
-    const bool known = h.tag <= static_cast<std::uint32_t>(ErrorCode::broken);
-    const ErrorCode code = known && fails_only_the_collective(sent) ? sent
-                           : sent == ErrorCode::timeout               ? ErrorCode::timeout
-                                                                      : ErrorCode::peer_failure;
-    if (h.seq == seq_ && !failed_) {
-      // A peer's deadline passed first: say whom this rank waits for too, so every rank names
-      // the rank it waited for (the stalled one, for its neighbours), not only the first to time out.
-      const std::string waiting = code == ErrorCode::timeout ? waiting_for() : std::string();
-      fail(Status(code, what_ + ": " + (waiting.empty() ? "" : waiting + "; ") + peer_name(from) +
-                            " failed it: " + reason));
-      return false;
-    }
-    if (static_cast<std::int32_t>(h.seq - seq_) > 0 && early_aborts_.size() < 64)
-      early_aborts_.push_back(EarlyAbort{h.seq, code, peer_name(from) + " failed it: " + reason});
-    return true;
-  }
+  if (parsed == PeerParse::ok && h.kind == static_cast<std::uint8_t>(PeerKind::abort)) return on_abort(from, m);
   if (parsed == PeerParse::bad_kind) {
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent unknown message kind " +
                                                std::to_string(h.kind)));
@@ -334,6 +313,38 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
     mailbox_.on_fragment(from, h, payload, len);  // outside collectives: never this one's business
     return true;
   }
+  return on_collective_fragment(from, h, payload, len);
+}
+
+// A peer failed a collective: this one (fail it, naming the peer and its reason), or a later one
+// (remembered, up to 64, for when this rank gets there).
+bool Peers::on_abort(std::uint32_t from, const PeerMessage& m) {
+  const PeerHeader& h = m.header;
+  const std::string reason = abort_reason_text(m.payload, m.len);
+  // The sender's error code travels in `tag`. The op-level ones are kept, so every rank reports
+  // one bad argument the same way (as block-sparse aborts do) and the executor forgets the
+  // collective instead of breaking; anything else is a peer failure.
+  const auto sent = static_cast<ErrorCode>(h.tag);
+  const bool known = h.tag <= static_cast<std::uint32_t>(ErrorCode::broken);
+  const ErrorCode code = known && fails_only_the_collective(sent) ? sent
+                         : sent == ErrorCode::timeout               ? ErrorCode::timeout
+                                                                    : ErrorCode::peer_failure;
+  if (h.seq == seq_ && !failed_) {
+    // A peer's deadline passed first: say whom this rank waits for too, so every rank names
+    // the rank it waited for (the stalled one, for its neighbours), not only the first to time out.
+    const std::string waiting = code == ErrorCode::timeout ? waiting_for() : std::string();
+    fail(Status(code, what_ + ": " + (waiting.empty() ? "" : waiting + "; ") + peer_name(from) +
+                          " failed it: " + reason));
+    return false;
+  }
+  if (static_cast<std::int32_t>(h.seq - seq_) > 0 && early_aborts_.size() < 64)
+    early_aborts_.push_back(EarlyAbort{h.seq, code, peer_name(from) + " failed it: " + reason});
+  return true;
+}
+
+// A fragment of a collective's message: delivered to the posted recv it belongs to, or stashed
+// until that recv is posted; one of a finished or failed collective is dropped or named.
+bool Peers::on_collective_fragment(std::uint32_t from, const PeerHeader& h, const std::byte* payload, std::size_t len) {
   if (static_cast<std::int32_t>(h.seq - seq_) < 0 || (h.seq == seq_ && failed_)) {
     if (seq_failed(h.seq) || h.seq == seq_) return true;  // the rest of a failed collective
     fail(Status(ErrorCode::protocol_error, what_ + ": " + peer_name(from) + " sent data for collective " +
@@ -352,7 +363,11 @@ bool Peers::on_message(const transport::ReceivedMessage& msg) {
       return false;
     }
   }
-  // Not posted yet: keep it (in order, per peer) until it is.
+  return stash_fragment(from, h, payload, len);
+}
+
+// Not posted yet: keep it (in order, per peer) until it is.
+bool Peers::stash_fragment(std::uint32_t from, const PeerHeader& h, const std::byte* payload, std::size_t len) {
   Stashed* s = nullptr;
   for (Stashed& e : stash_)
     if (e.used && e.peer == from && e.seq == h.seq && e.tag == h.tag) s = &e;

@@ -136,6 +136,9 @@ class Peers {
   bool progress_sends();
   // Handles one received fragment; false when it failed the collective.
   bool on_message(const transport::ReceivedMessage& msg);
+  bool on_abort(std::uint32_t from, const PeerMessage& m);
+  bool on_collective_fragment(std::uint32_t from, const PeerHeader& h, const std::byte* payload, std::size_t len);
+  bool stash_fragment(std::uint32_t from, const PeerHeader& h, const std::byte* payload, std::size_t len);
   bool deliver(PostedRecv& r, std::uint64_t total, std::uint64_t offset, const std::byte* payload, std::size_t len);
   bool check_total(PostedRecv& r, std::uint64_t total);
   Stashed& stash_slot();
