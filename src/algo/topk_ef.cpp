@@ -111,84 +111,60 @@ void post_all_to_all(coll::Peers& peers, std::uint32_t tag, const void* data, st
   }
 }
 
-Status topk_ef_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch) {
+namespace {
+
+// topk_dense: the top-k scattered into a zero tensor, which a dense allreduce sums.
+Status topk_dense_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch,
+                            const std::uint32_t* idx, const float* val) {
   CompressedTensor& t = *call.tensor;
-  const std::uint32_t P = peers.size(), me = peers.rank();
   const std::size_t n = call.n, k = call.k;
-  const bool sparse = call.c.algo != CompressionAlgo::none;
-  if (Status st = agree_call(peers, 1000, call, s); !st.ok()) return st;
-
-  float* acc = nullptr;
-  if (Status st = t.residual.accumulate(t.id, call.grad, n, &acc); !st.ok()) return st;
-  const std::uint32_t* idx = nullptr;
-  const float* val = acc;  // algo none: every value, in order
-  if (sparse) {
-    t.sel_idx.resize(k);
-    t.sel_val.resize(k);
-    if (Status st = compress::exact_topk(acc, n, k, t.sel_idx.data(), t.sel_val.data(), s.topk); !st.ok()) return st;
-    idx = t.sel_idx.data();
-    val = t.sel_val.data();
+  s.values.resize(n);
+  std::fill(s.values.begin(), s.values.end(), 0.0f);
+  for (std::size_t i = 0; i < k; ++i) s.values[idx[i]] = val[i];
+  if (call.c.error_feedback) {
+    if (Status st = t.residual.keep_unsent(t.id, idx, k); !st.ok()) return st;
+  } else {
+    t.residual.clear(t.id);
   }
-  const std::size_t m = sparse ? k : n;
+  // grad is consumed (acc is the residual buffer, values is scratch): out may alias grad.
+  Status st = call.c.dense_algo == Algorithm::butterfly
+                  ? butterfly_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch)
+                  : ring_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch);
+  call.payload_words = peers.bytes_sent() / 4;  // the dense algorithm's traffic, headers included
+  ++t.calls;
+  return st;
+}
 
-  if (call.c.algo == CompressionAlgo::topk_dense) {
-    s.values.resize(n);
-    std::fill(s.values.begin(), s.values.end(), 0.0f);
-    for (std::size_t i = 0; i < k; ++i) s.values[idx[i]] = val[i];
-    if (call.c.error_feedback) {
-      if (Status st = t.residual.keep_unsent(t.id, idx, k); !st.ok()) return st;
-    } else {
-      t.residual.clear(t.id);
-    }
-    // grad is consumed (acc is the residual buffer, values is scratch): out may alias grad.
-    Status st = call.c.dense_algo == Algorithm::butterfly
-                    ? butterfly_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch)
-                    : ring_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch);
-    call.payload_words = peers.bytes_sent() / 4;  // the dense algorithm's traffic, headers included
-    ++t.calls;
-    return st;
-  }
-
-  // This rank's message: [m u32 indices (sparse only)][m encoded values].
-  std::size_t vbytes = 0;
-  if (Status st = value_bytes(call, m, &vbytes); !st.ok()) return st;
-  const std::size_t ibytes = sparse ? m * 4 : 0, bytes = ibytes + vbytes;
-  s.tx.resize(bytes);
-  if (sparse) std::memcpy(s.tx.data(), idx, ibytes);
-  // The draw depends on (seed, tensor, call, rank): reproducible with a fixed seed, independent
-  // across ranks and calls.
-  const std::uint64_t seed =
-      compress::splitmix64(call.seed ^ compress::splitmix64(t.id ^ compress::splitmix64(t.calls * 65536 + me)));
-  if (Status st = encode(call, val, m, seed, s.tx.data() + ibytes, vbytes); !st.ok()) return st;
-  call.payload_words = std::uint64_t{P - 1} * ((bytes + 3) / 4);
-  if (P > 1) post_all_to_all(peers, 0, s.tx.data(), bytes, s.rx_a, bytes);
-
-  // Residual: acc - decode(own message) at the sent entries (the same decode the others do).
+// Error feedback: acc keeps acc - decode(own message) at the sent entries (the same decode the
+// others do), so lossy values carry their rounding into the next call.
+Status keep_what_was_not_sent(CompressedCall& call, CompressScratch& s, float* acc, const std::uint32_t* idx,
+                              std::size_t m, std::size_t ibytes, std::size_t vbytes) {
+  CompressedTensor& t = *call.tensor;
+  const bool sparse = idx != nullptr;
   s.values.resize(m);
   std::fill(s.values.begin(), s.values.end(), 0.0f);
   if (Status st = decode_add(call, s.tx.data() + ibytes, vbytes, m, s.values.data()); !st.ok()) return st;
-  if (call.c.error_feedback) {
-    if (call.c.values == ValueFormat::f32) {
-      if (sparse) {
-        if (Status st = t.residual.keep_unsent(t.id, idx, k); !st.ok()) return st;
-      } else {
-        t.residual.clear(t.id);
-      }
-    } else {
-      for (std::size_t i = 0; i < m; ++i) {
-        const std::size_t j = sparse ? idx[i] : i;
-        acc[j] = acc[j] - s.values[i];
-      }
-    }
+  if (!call.c.error_feedback) return Status();
+  if (call.c.values == ValueFormat::f32) {
+    if (sparse) return t.residual.keep_unsent(t.id, idx, call.k);
+    t.residual.clear(t.id);
+    return Status();
   }
-  // Copy own contribution before waiting: out may alias grad, but grad was read by accumulate.
-  if (P > 1)
-    if (Status st = peers.wait(); !st.ok()) return st;
-  if (!call.c.error_feedback) t.residual.clear(t.id);
+  for (std::size_t i = 0; i < m; ++i) {
+    const std::size_t j = sparse ? idx[i] : i;
+    acc[j] = acc[j] - s.values[i];
+  }
+  return Status();
+}
 
-  // Merge in rank order: every rank adds the same decoded values in the same order.
+// out = every rank's message decoded and added in rank order (every rank adds the same values in
+// the same order); a message of another size or an index out of range is a mismatch.
+Status merge_in_rank_order(coll::Peers& peers, CompressedCall& call, CompressScratch& s, bool sparse, std::size_t m,
+                           std::size_t ibytes, std::size_t vbytes) {
+  const std::uint32_t P = peers.size(), me = peers.rank();
+  const std::size_t n = call.n, bytes = ibytes + vbytes;
   std::fill(call.out, call.out + n, 0.0f);
-  std::vector<float>& dec = s.values;  // reused: own decoded values were consumed above
+  std::vector<float>& dec = s.values;  // reused: own decoded values were consumed already
   for (std::uint32_t r = 0; r < P; ++r) {
     const std::byte* msg = r == me ? s.tx.data() : s.rx_a[r].data();
     if (r != me && s.rx_a[r].size() != bytes)
@@ -212,6 +188,52 @@ Status topk_ef_allreduce(coll::Peers& peers, CompressedCall& call, CompressScrat
   }
   if (call.c.op == ReduceOp::avg)
     for (std::size_t i = 0; i < n; ++i) call.out[i] /= static_cast<float>(P);
+  return Status();
+}
+
+}  // namespace
+
+Status topk_ef_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch) {
+  CompressedTensor& t = *call.tensor;
+  const std::uint32_t P = peers.size(), me = peers.rank();
+  const std::size_t n = call.n, k = call.k;
+  const bool sparse = call.c.algo != CompressionAlgo::none;
+  if (Status st = agree_call(peers, 1000, call, s); !st.ok()) return st;
+
+  float* acc = nullptr;
+  if (Status st = t.residual.accumulate(t.id, call.grad, n, &acc); !st.ok()) return st;
+  const std::uint32_t* idx = nullptr;
+  const float* val = acc;  // algo none: every value, in order
+  if (sparse) {
+    t.sel_idx.resize(k);
+    t.sel_val.resize(k);
+    if (Status st = compress::exact_topk(acc, n, k, t.sel_idx.data(), t.sel_val.data(), s.topk); !st.ok()) return st;
+    idx = t.sel_idx.data();
+    val = t.sel_val.data();
+  }
+  if (call.c.algo == CompressionAlgo::topk_dense) return topk_dense_allreduce(peers, call, s, dense_scratch, idx, val);
+  const std::size_t m = sparse ? k : n;
+
+  // This rank's message: [m u32 indices (sparse only)][m encoded values].
+  std::size_t vbytes = 0;
+  if (Status st = value_bytes(call, m, &vbytes); !st.ok()) return st;
+  const std::size_t ibytes = sparse ? m * 4 : 0, bytes = ibytes + vbytes;
+  s.tx.resize(bytes);
+  if (sparse) std::memcpy(s.tx.data(), idx, ibytes);
+  // The draw depends on (seed, tensor, call, rank): reproducible with a fixed seed, independent
+  // across ranks and calls.
+  const std::uint64_t seed =
+      compress::splitmix64(call.seed ^ compress::splitmix64(t.id ^ compress::splitmix64(t.calls * 65536 + me)));
+  if (Status st = encode(call, val, m, seed, s.tx.data() + ibytes, vbytes); !st.ok()) return st;
+  call.payload_words = std::uint64_t{P - 1} * ((bytes + 3) / 4);
+  if (P > 1) post_all_to_all(peers, 0, s.tx.data(), bytes, s.rx_a, bytes);
+
+  // While the messages travel: the residual (out may alias grad, but accumulate read grad).
+  if (Status st = keep_what_was_not_sent(call, s, acc, idx, m, ibytes, vbytes); !st.ok()) return st;
+  if (P > 1)
+    if (Status st = peers.wait(); !st.ok()) return st;
+  if (!call.c.error_feedback) t.residual.clear(t.id);
+  if (Status st = merge_in_rank_order(peers, call, s, sparse, m, ibytes, vbytes); !st.ok()) return st;
   ++t.calls;
   return Status();
 }
