@@ -251,26 +251,30 @@ void DpdkChannel::on_user_buffer_free(void* addr, void* opaque) {
   static_cast<std::atomic<std::uint64_t>*>(opaque)->fetch_sub(1, std::memory_order_release);
 }
 
-rte_mbuf* DpdkChannel::build_chain(Peer& p, std::uint64_t seq, const struct iovec* iov, int iovcnt, std::uint32_t len,
-                                   const UserMemory& user, bool* copy_instead) {
-  *copy_instead = false;
-  const auto user_begin = reinterpret_cast<std::uintptr_t>(user.base);
-  const std::uintptr_t user_end = user_begin + user.len;
-  auto in_place = [&](const struct iovec& v) {
+namespace {
+
+// The registered user memory a send may point mbufs at; a part qualifies when it lies inside and
+// is big enough for attaching to pay off.
+struct UserRange {
+  std::uintptr_t begin = 0, end = 0;
+  bool holds(const struct iovec& v) const {
     const auto addr = reinterpret_cast<std::uintptr_t>(v.iov_base);
-    return v.iov_len >= kZeroCopyMin && addr >= user_begin && v.iov_len <= user_end - addr && addr < user_end;
-  };
-  // Count the segments first: merging adjacent in-place parts, a copied part after an in-place
-  // one opens a new (copied) segment.
+    return v.iov_len >= kZeroCopyMin && addr >= begin && v.iov_len <= end - addr && addr < end;
+  }
+};
+
+// The segments a chain for `iov` takes: the header's, one per run of adjacent in-place parts,
+// and one per copied part that follows an in-place one. *any: some part is in place.
+std::uint16_t count_segments(const struct iovec* iov, int iovcnt, const UserRange& user, bool* any) {
   std::uint16_t segments = 1;
-  bool any = false;
+  *any = false;
   bool last_ext = false;
   std::uintptr_t ext_end = 0;
   for (int i = 0; i < iovcnt; ++i) {
     if (iov[i].iov_len == 0) continue;
     const auto addr = reinterpret_cast<std::uintptr_t>(iov[i].iov_base);
-    if (in_place(iov[i])) {
-      any = true;
+    if (user.holds(iov[i])) {
+      *any = true;
       if (!(last_ext && ext_end == addr)) ++segments;
       last_ext = true;
       ext_end = addr + iov[i].iov_len;
@@ -279,7 +283,37 @@ rte_mbuf* DpdkChannel::build_chain(Peer& p, std::uint64_t seq, const struct iove
       last_ext = false;
     }
   }
-  if (!any || segments > setup_.max_segments) {
+  return segments;
+}
+
+}  // namespace
+
+// An mbuf of the attachable pool pointing at n bytes of user memory at `from`, or null when
+// every one is retained.
+rte_mbuf* DpdkChannel::attach_user_bytes(std::uint8_t* from, std::size_t n, std::uintptr_t user_end) {
+  rte_mbuf* e = rte_pktmbuf_alloc(setup_.ext_pool);
+  if (e == nullptr) return nullptr;
+  // The shared info lives in e's own data room, unused while e is attached elsewhere and
+  // valid until e itself returns to the pool (after the callback ran).
+  auto* shinfo = static_cast<rte_mbuf_ext_shared_info*>(e->buf_addr);
+  shinfo->free_cb = &DpdkChannel::on_user_buffer_free;
+  shinfo->fcb_opaque = &user_buffers_live_;
+  rte_mbuf_ext_refcnt_set(shinfo, 1);
+  const std::size_t room = std::min<std::size_t>(user_end - reinterpret_cast<std::uintptr_t>(from), 0xffff);
+  rte_pktmbuf_attach_extbuf(e, from, static_cast<rte_iova_t>(reinterpret_cast<std::uintptr_t>(from)),
+                            static_cast<std::uint16_t>(room), shinfo);
+  user_buffers_live_.fetch_add(1, std::memory_order_relaxed);
+  e->data_len = static_cast<std::uint16_t>(n);
+  return e;
+}
+
+rte_mbuf* DpdkChannel::build_chain(Peer& p, std::uint64_t seq, const struct iovec* iov, int iovcnt, std::uint32_t len,
+                                   const UserMemory& user_memory, bool* copy_instead) {
+  *copy_instead = false;
+  const auto user_begin = reinterpret_cast<std::uintptr_t>(user_memory.base);
+  const UserRange user{user_begin, user_begin + user_memory.len};
+  bool any = false;
+  if (count_segments(iov, iovcnt, user, &any) > setup_.max_segments || !any) {
     *copy_instead = true;
     return nullptr;
   }
@@ -296,42 +330,31 @@ rte_mbuf* DpdkChannel::build_chain(Peer& p, std::uint64_t seq, const struct iove
   head->data_len = static_cast<std::uint16_t>(kHeadersLen);
   head->pkt_len = kHeadersLen;
   rte_mbuf* tail = head;
-  last_ext = false;
+  bool last_ext = false;
   for (int i = 0; i < iovcnt; ++i) {
     const std::size_t n = iov[i].iov_len;
     if (n == 0) continue;
-    if (in_place(iov[i])) {
+    if (user.holds(iov[i])) {
       auto* from = static_cast<std::uint8_t*>(iov[i].iov_base);
-      if (last_ext && rte_pktmbuf_mtod_offset(tail, std::uint8_t*, tail->data_len) == from &&
-          tail->data_len + n <= tail->buf_len) {
+      const bool extends_tail = last_ext && rte_pktmbuf_mtod_offset(tail, std::uint8_t*, tail->data_len) == from &&
+                                tail->data_len + n <= tail->buf_len;
+      if (extends_tail) {
         tail->data_len = static_cast<std::uint16_t>(tail->data_len + n);
-        head->pkt_len += static_cast<std::uint32_t>(n);
-        continue;
+      } else {
+        rte_mbuf* e = attach_user_bytes(from, n, user.end);
+        if (e == nullptr) {  // every attachable mbuf is retained: this frame copies
+          *copy_instead = true;
+          return give_up();
+        }
+        tail->next = e;
+        tail = e;
+        ++head->nb_segs;
       }
-      rte_mbuf* e = rte_pktmbuf_alloc(setup_.ext_pool);
-      if (e == nullptr) {  // every attachable mbuf is retained: this frame copies
-        *copy_instead = true;
-        return give_up();
-      }
-      // The shared info lives in e's own data room, unused while e is attached elsewhere and
-      // valid until e itself returns to the pool (after the callback ran).
-      auto* shinfo = static_cast<rte_mbuf_ext_shared_info*>(e->buf_addr);
-      shinfo->free_cb = &DpdkChannel::on_user_buffer_free;
-      shinfo->fcb_opaque = &user_buffers_live_;
-      rte_mbuf_ext_refcnt_set(shinfo, 1);
-      const std::size_t room = std::min<std::size_t>(user_end - reinterpret_cast<std::uintptr_t>(from), 0xffff);
-      rte_pktmbuf_attach_extbuf(e, from, static_cast<rte_iova_t>(reinterpret_cast<std::uintptr_t>(from)),
-                                static_cast<std::uint16_t>(room), shinfo);
-      user_buffers_live_.fetch_add(1, std::memory_order_relaxed);
-      e->data_len = static_cast<std::uint16_t>(n);
-      tail->next = e;
-      tail = e;
-      ++head->nb_segs;
       head->pkt_len += static_cast<std::uint32_t>(n);
       last_ext = true;
       continue;
     }
-    if (last_ext) {
+    if (last_ext) {  // a copied part after an in-place one opens a new segment
       rte_mbuf* c = rte_pktmbuf_alloc(pool_);
       if (c == nullptr) return give_up();
       tail->next = c;

@@ -212,6 +212,7 @@ class DpdkChannel final : public Channel {
                         const UserMemory& user, bool* copy_instead);
   SendResult send_message(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory* user);
   static void on_user_buffer_free(void* addr, void* opaque);
+  rte_mbuf* attach_user_bytes(std::uint8_t* from, std::size_t n, std::uintptr_t user_end);
   void transmit_data(Peer& p, std::uint64_t seq, bool at_timeout);
   bool queue_control(Peer& p, FrameType type);
   void respond(Peer& p);
