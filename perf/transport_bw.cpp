@@ -41,7 +41,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/bootstrap.hpp"
+#include "membership/bootstrap.hpp"
 #include "control/store.hpp"
 #include "transport/driver.hpp"
 
@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
     run.procs[i].index = i;
     run.procs[i].name = "rank " + std::to_string(i);
     run.procs[i].pid = 0;  // drivers then rely on their own close signals
-    run.procs[i].host = control::host_identity();
+    run.procs[i].host = membership::host_identity();
     run.procs[i].address = "127.0.0.1";
   }
 

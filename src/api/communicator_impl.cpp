@@ -87,7 +87,7 @@ Status CommunicatorImpl::setup(const Options& options) {
   options_ = options;
   log::Level level;
   if (log::parse_level(options_.log_level, &level)) log::set_level(level);  // code may have changed it
-  s = control::join(options_, &membership_);
+  s = membership::join(options_, &membership_);
   if (!s.ok()) return s;
   joined_ = true;
   // auto: the transport decides how dense a stripe must be for the ring to beat block-sparse
@@ -170,7 +170,7 @@ void CommunicatorImpl::shutdown() {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (joined_ && options_.role == Role::worker) {
-    Status s = control::leave(membership_, options_, engine_ && engine_->broken(), [this] {
+    Status s = membership::leave(membership_, options_, engine_ && engine_->broken(), [this] {
       return engine_ && engine_->broken() ? engine_->broken_status() : Status();
     });
     if (!s.ok() && !(engine_ && engine_->broken()))
@@ -189,11 +189,11 @@ Status CommunicatorImpl::serve() {
   // The engine's threads do the work; this thread watches for the end of the job or a failure.
   for (;;) {
     if (engine_->broken()) return engine_->broken_status();
-    Status s = control::wait_for_workers_to_leave(membership_, 100);
+    Status s = membership::wait_for_workers_to_leave(membership_, 100);
     if (s.ok()) break;
     if (s.code() != ErrorCode::timeout) return s;
   }
-  return control::leave(membership_, options_, engine_->broken());
+  return membership::leave(membership_, options_, engine_->broken());
 }
 
 Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,

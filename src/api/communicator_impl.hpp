@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "coll/executor.hpp"
-#include "control/bootstrap.hpp"
+#include "membership/bootstrap.hpp"
 #include "engine/engine.hpp"
 #include "sparcoll/communicator.hpp"
 #include "transport/driver.hpp"
@@ -60,7 +60,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   const std::string& transport() const noexcept { return membership_.transport; }
   engine::Engine& engine() { return *engine_; }
   const engine::Engine& engine() const { return *engine_; }
-  control::Membership& membership() { return membership_; }
+  membership::Membership& membership() { return membership_; }
 
   // Transport traffic of the engine's shards and the collective thread.
   TrafficStats traffic() const;
@@ -99,7 +99,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   void shutdown();
 
   Options options_;
-  control::Membership membership_;
+  membership::Membership membership_;
   std::unique_ptr<transport::Driver> driver_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<coll::Executor> executor_;  // workers only

@@ -14,7 +14,7 @@
 #include <limits>
 
 #include "common/log.hpp"
-#include "control/store_address.hpp"
+#include "common/host_port.hpp"
 
 extern char** environ;
 
@@ -171,8 +171,8 @@ Status parse_pin_cores(const std::string& text, Options* o) {
 }
 
 Status parse_store(const std::string& text, Options* o) {
-  control::HostPort address;
-  Status st = control::parse_host_port(text, &address);
+  HostPort address;
+  Status st = parse_host_port(text, &address);
   if (st.code() == ErrorCode::unsupported) return bad("ipv6 addresses are not supported yet, use an ipv4 address or host name");
   if (!st.ok() || address.port == 0) return bad("not host:port with a port between 1 and 65535");
   o->store = text;

@@ -8,18 +8,10 @@
 #include <cstdint>
 #include <string>
 
+#include "common/host_port.hpp"
 #include "sparcoll/status.hpp"
 
 namespace sparcoll::control {
-
-struct HostPort {
-  std::string host;
-  std::uint16_t port = 0;
-};
-
-// Splits "host:port" (port 0..65535). Errors: invalid_argument for a malformed address,
-// unsupported for IPv6.
-Status parse_host_port(const std::string& text, HostPort* out);
 
 // Resolves host to one IPv4 socket address. `passive` is for listening sockets (a host of
 // "0.0.0.0" binds every interface). A temporary resolver failure (EAI_AGAIN) is

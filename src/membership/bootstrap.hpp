@@ -12,11 +12,11 @@
 #include "sparcoll/options.hpp"
 #include "transport/driver.hpp"
 
-namespace sparcoll::control {
+namespace sparcoll::membership {
 
 struct Membership {
-  std::unique_ptr<StoreServer> server;  // rank 0 hosts the store unless SPARCOLL_STORE_SERVER=external
-  std::unique_ptr<Store> store;         // null for a single-process job
+  std::unique_ptr<control::StoreServer> server;  // rank 0 hosts the store unless SPARCOLL_STORE_SERVER=external
+  std::unique_ptr<control::Store> store;         // null for a single-process job
   std::vector<transport::ProcessInfo> processes;
   std::uint32_t self = 0;
   std::uint32_t workers = 1;
@@ -46,4 +46,4 @@ Status wait_for_workers_to_leave(Membership& m, std::uint32_t timeout_ms);
 // This host's identity (hostname + boot id).
 std::string host_identity();
 
-}  // namespace sparcoll::control
+}  // namespace sparcoll::membership

@@ -1,4 +1,4 @@
-#include "control/bootstrap.hpp"
+#include "membership/bootstrap.hpp"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include "common/log.hpp"
 #include "control/store_address.hpp"
 
-namespace sparcoll::control {
+namespace sparcoll::membership {
 
 namespace {
 
@@ -73,19 +73,19 @@ std::string process_name(const Options& o, std::uint32_t workers, std::uint32_t 
 // MASTER_ADDR): a job on 127.0.0.1 is then out of reach of other hosts, and one on a cluster
 // network is not served on every other interface too. Only when that address is not one of this
 // host's (behind NAT) does it listen on all of them, and says so.
-Status host_store(const Options& options, std::unique_ptr<StoreServer>* out) {
+Status host_store(const Options& options, std::unique_ptr<control::StoreServer>* out) {
   HostPort address;
   Status s = parse_host_port(options.store, &address);
   if (!s.ok()) return s;
   sockaddr_in ip{};
   std::string listen = "0.0.0.0:" + std::to_string(address.port);
-  if (resolve_ipv4(address, /*passive=*/false, &ip).ok()) listen = format_ip_port(ip);
-  s = StoreServer::start(listen, options.job_token, out);
+  if (control::resolve_ipv4(address, /*passive=*/false, &ip).ok()) listen = control::format_ip_port(ip);
+  s = control::StoreServer::start(listen, options.job_token, out);
   if (!s.ok() && listen.rfind("0.0.0.0:", 0) != 0 && s.message().find("cannot assign requested address") != std::string::npos) {
     SC_LOG_WARN("the store address %s is not an address of this host: the rendezvous store listens on every "
                 "interface instead", listen.c_str());
     listen = "0.0.0.0:" + std::to_string(address.port);
-    s = StoreServer::start(listen, options.job_token, out);
+    s = control::StoreServer::start(listen, options.job_token, out);
   }
   if (!s.ok())
     return Status(s.code(), "rank 0 could not host the rendezvous store (SPARCOLL_STORE=" + options.store + "): " + s.message());
@@ -141,7 +141,7 @@ Status join(const Options& options, Membership* out) {
     Status s = host_store(options, &m.server);
     if (!s.ok()) return s;
   }
-  Status s = Store::connect(options.store, options.job_token, who, options.connect_timeout_ms, &m.store);
+  Status s = control::Store::connect(options.store, options.job_token, who, options.connect_timeout_ms, &m.store);
   if (!s.ok()) return s;
   me.address = options.tcp_addr.empty() ? m.store->local_address() : options.tcp_addr;
 
@@ -238,4 +238,4 @@ Status leave(Membership& m, const Options& options, bool broken, const std::func
   return Status();
 }
 
-}  // namespace sparcoll::control
+}  // namespace sparcoll::membership
