@@ -60,7 +60,7 @@
 #include "dpdk_eal.hpp"
 #include "dpdk_port.hpp"
 #include "transport/driver.hpp"
-#include "transport/driver_factories.hpp"
+#include "transport/driver_descriptor.hpp"
 #include "transport/setup_util.hpp"
 
 namespace sparcoll::transport {
@@ -848,13 +848,7 @@ std::string mode_for_test(Driver& driver) {
 
 }  // namespace dpdk
 
-Status create_dpdk_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out) {
-  auto driver = std::make_unique<dpdk::DpdkDriver>();
-  Status status = driver->setup(ctx);
-  if (!status.ok()) return status;
-  *out = std::move(driver);
-  return Status::Ok();
-}
+namespace {
 
 bool dpdk_driver_usable(std::string* reason) {
   const char* args = std::getenv("SPARCOLL_DPDK_EAL_ARGS");
@@ -863,5 +857,10 @@ bool dpdk_driver_usable(std::string* reason) {
   if (reason != nullptr) *reason = eal.status.message();
   return false;
 }
+
+}  // namespace
+
+extern const DriverDescriptor dpdk_driver_descriptor{"dpdk", 20, &create_and_set_up<dpdk::DpdkDriver>, &dpdk_driver_usable,
+                                                {/*zero_copy=*/true, /*events=*/false, /*reads_peer_memory=*/false, /*recovers_loss=*/true}};
 
 }  // namespace sparcoll::transport

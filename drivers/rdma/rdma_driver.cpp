@@ -27,7 +27,7 @@
 #include "rdma_driver.hpp"
 #include "rdma_mr_cache.hpp"
 #include "transport/driver.hpp"
-#include "transport/driver_factories.hpp"
+#include "transport/driver_descriptor.hpp"
 #include "transport/setup_util.hpp"
 
 namespace sparcoll::transport {
@@ -158,14 +158,13 @@ void destroy_qps_abruptly(Driver& driver) {
 
 }  // namespace rdma
 
-Status create_rdma_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out) {
-  auto driver = std::make_unique<rdma::RdmaDriver>();
-  Status status = driver->setup(ctx);
-  if (!status.ok()) return status;
-  *out = std::move(driver);
-  return Status::Ok();
-}
+namespace {
 
 bool rdma_driver_usable(std::string* reason) { return rdma::rdma_device_usable(reason); }
+
+}  // namespace
+
+extern const DriverDescriptor rdma_driver_descriptor{"rdma", 10, &create_and_set_up<rdma::RdmaDriver>, &rdma_driver_usable,
+                                                {/*zero_copy=*/true, /*events=*/true, /*reads_peer_memory=*/false, /*recovers_loss=*/false}};
 
 }  // namespace sparcoll::transport

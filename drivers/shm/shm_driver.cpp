@@ -23,7 +23,7 @@
 #include "shm_peer_memory.hpp"
 #include "shm_segment.hpp"
 #include "transport/driver.hpp"
-#include "transport/driver_factories.hpp"
+#include "transport/driver_descriptor.hpp"
 #include "control/store.hpp"
 #include "transport/setup_util.hpp"
 
@@ -196,12 +196,7 @@ void ShmDriver::build_channels(const DriverContext& ctx) {
 }  // namespace
 }  // namespace shm
 
-Status create_shm_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out) {
-  auto driver = std::make_unique<shm::ShmDriver>();
-  Status status = driver->setup(ctx);
-  if (!status.ok()) return status;
-  *out = std::move(driver);
-  return Status::Ok();
-}
+extern const DriverDescriptor shm_driver_descriptor{"shm", 30, &create_and_set_up<shm::ShmDriver>, nullptr,
+                                                {/*zero_copy=*/false, /*events=*/false, /*reads_peer_memory=*/true, /*recovers_loss=*/false}};
 
 }  // namespace sparcoll::transport

@@ -6,7 +6,7 @@
 #include "tcp_channel.hpp"
 #include "tcp_setup.hpp"
 #include "transport/driver.hpp"
-#include "transport/driver_factories.hpp"
+#include "transport/driver_descriptor.hpp"
 #include "transport/setup_util.hpp"
 
 namespace sparcoll::transport {
@@ -46,12 +46,7 @@ class TcpDriver final : public Driver {
 }  // namespace
 }  // namespace tcp
 
-Status create_tcp_driver(const DriverContext& ctx, std::unique_ptr<Driver>* out) {
-  auto driver = std::make_unique<tcp::TcpDriver>();
-  Status status = driver->setup(ctx);
-  if (!status.ok()) return status;
-  *out = std::move(driver);
-  return Status::Ok();
-}
+extern const DriverDescriptor tcp_driver_descriptor{"tcp", 40, &create_and_set_up<tcp::TcpDriver>, nullptr,
+                                                {/*zero_copy=*/false, /*events=*/true, /*reads_peer_memory=*/false, /*recovers_loss=*/false}};
 
 }  // namespace sparcoll::transport

@@ -1,64 +1,53 @@
-// create_driver / available_drivers: the only place that knows which drivers exist.
+// create_driver / available_drivers / driver_usable over the built-in drivers' descriptors
+// (driver_descriptor.hpp): nothing here names a driver.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "transport/driver.hpp"
-#include "transport/driver_factories.hpp"
+#include "transport/driver_descriptor.hpp"
 #include "transport/setup_util.hpp"
 
 namespace sparcoll::transport {
-namespace {
 
-using Factory = Status (*)(const DriverContext&, std::unique_ptr<Driver>*);
-using Probe = bool (*)(std::string* reason);
+// The generated list (driver_list.cpp), in build order.
+extern const DriverDescriptor* const kBuiltInDrivers[];
 
-struct Entry {
-  const char* name;
-  Factory create;
-  Probe usable = nullptr;  // nullptr: usable wherever it builds
-};
+const std::vector<const DriverDescriptor*>& built_in_drivers() {
+  static const std::vector<const DriverDescriptor*> sorted = [] {
+    std::vector<const DriverDescriptor*> v;
+    for (const DriverDescriptor* const* d = kBuiltInDrivers; *d != nullptr; ++d) v.push_back(*d);
+    std::stable_sort(v.begin(), v.end(),
+                     [](const DriverDescriptor* a, const DriverDescriptor* b) { return a->preference < b->preference; });
+    return v;
+  }();
+  return sorted;
+}
 
-// In order of preference for "auto" selection by the caller: fastest first.
-const Entry kDrivers[] = {
-#ifdef SPARCOLL_DRIVER_RDMA
-    {"rdma", &create_rdma_driver, &rdma_driver_usable},
-#endif
-#ifdef SPARCOLL_DRIVER_DPDK
-    {"dpdk", &create_dpdk_driver, &dpdk_driver_usable},
-#endif
-#ifdef SPARCOLL_DRIVER_SHM
-    {"shm", &create_shm_driver},
-#endif
-#ifdef SPARCOLL_DRIVER_TCP
-    {"tcp", &create_tcp_driver},
-#endif
-    {nullptr, nullptr, nullptr},
-};
-
-}  // namespace
+const DriverDescriptor* find_driver(std::string_view name) {
+  for (const DriverDescriptor* d : built_in_drivers())
+    if (name == d->name) return d;
+  return nullptr;
+}
 
 std::vector<std::string> available_drivers() {
   std::vector<std::string> names;
-  for (const Entry* entry = kDrivers; entry->name != nullptr; ++entry) names.emplace_back(entry->name);
+  for (const DriverDescriptor* d : built_in_drivers()) names.emplace_back(d->name);
   return names;
 }
 
 bool driver_usable(std::string_view name, std::string* reason) {
-  for (const Entry* entry = kDrivers; entry->name != nullptr; ++entry) {
-    if (name != entry->name) continue;
-    return entry->usable == nullptr || entry->usable(reason);
-  }
+  if (const DriverDescriptor* d = find_driver(name)) return d->usable == nullptr || d->usable(reason);
   if (reason != nullptr) *reason = "transport '" + std::string(name) + "' is not built into this library";
   return false;
 }
 
 Status create_driver(std::string_view name, const DriverContext& ctx, std::unique_ptr<Driver>* out) {
-  for (const Entry* entry = kDrivers; entry->name != nullptr; ++entry) {
-    if (name != entry->name) continue;
+  if (const DriverDescriptor* d = find_driver(name)) {
     Status status = check_context(ctx);
     if (!status.ok()) return status;
     std::unique_ptr<Driver> driver;
-    status = entry->create(ctx, &driver);
+    status = d->create(ctx, &driver);
     if (!status.ok()) return status;
     *out = std::move(driver);
     return Status::Ok();

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "driver_cluster.hpp"
+#include "transport/driver_descriptor.hpp"
 
 namespace sparcoll::test {
 namespace {
@@ -296,6 +297,46 @@ TEST_P(DriverConformance, MaxMessageAndEmptyMessageArrive) {
     if (k == 0) std::this_thread::yield();
   }
   EXPECT_EQ(sizes, (std::vector<std::uint32_t>{1000, 0}));
+}
+
+// What the descriptor says the driver can do, it does, and what it says it cannot, it refuses:
+// events <=> every channel has a wait_fd; no zero-copy => register_memory declines; no peer
+// reads => read_peer_memory is unsupported. (Zero-copy and peer reads that are possible may
+// still be declined on a given machine: shm's peer reads need ptrace rights, dpdk's zero-copy
+// a multi-segment port.)
+TEST_P(DriverConformance, CapabilitiesMatchTheChannels) {
+  const transport::DriverDescriptor* descriptor = transport::find_driver(GetParam());
+  ASSERT_NE(descriptor, nullptr);
+  const transport::DriverCapabilities& caps = descriptor->capabilities;
+  DriverCluster cluster(config(2, 2));
+  Status started = cluster.start();
+  ASSERT_TRUE(started.ok()) << started.to_string();
+  for (std::uint32_t self = 0; self < 2; ++self)
+    for (std::uint32_t c = 0; c < 2; ++c)
+      EXPECT_EQ(cluster.driver(self).channel(c).wait_fd() >= 0, caps.events) << "process " << self << " channel " << c;
+  std::vector<std::byte> buffer(1 << 16);
+  transport::UserMemory memory;
+  if (!caps.zero_copy) {
+    EXPECT_FALSE(cluster.driver(0).register_memory(buffer.data(), buffer.size(), &memory));
+  } else if (cluster.driver(0).register_memory(buffer.data(), buffer.size(), &memory)) {
+    cluster.driver(0).forget_memory(buffer.data(), buffer.size());
+  }
+  if (!caps.reads_peer_memory) {
+    std::uint64_t word = 0;
+    EXPECT_FALSE(cluster.driver(0).channel(0).reads_peer_memory());
+    EXPECT_EQ(cluster.driver(0).channel(0).read_peer_memory(1, 0, &word, sizeof word).code(), ErrorCode::unsupported);
+  }
+}
+
+TEST(DriverRegistry, DescriptorsAreListedByPreference) {
+  const auto& drivers = transport::built_in_drivers();
+  ASSERT_FALSE(drivers.empty());
+  for (std::size_t i = 1; i < drivers.size(); ++i) EXPECT_LE(drivers[i - 1]->preference, drivers[i]->preference);
+  for (const transport::DriverDescriptor* d : drivers) {
+    EXPECT_EQ(transport::find_driver(d->name), d);
+    EXPECT_NE(d->create, nullptr) << d->name;
+  }
+  EXPECT_EQ(transport::find_driver("carrier-pigeon"), nullptr);
 }
 
 TEST(DriverRegistry, UnknownDriverListsTheAvailableOnes) {
