@@ -196,8 +196,8 @@ Status CommunicatorImpl::serve() {
   return membership::leave(membership_, options_, engine_->broken());
 }
 
-Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                                    std::shared_ptr<RequestState>* out) {
+Status CommunicatorImpl::iallreduce_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                 ReduceOp op, std::shared_ptr<RequestState>* out) {
   if (engine_->broken())
     return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
   engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, check_arguments(send, recv, count, dtype, op));
@@ -499,7 +499,7 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
                    std::string(dtype_name(dtype)) + " runs on ring, butterfly or recursive_doubling (auto picks)";
     chosen = Algorithm::ring;
   }
-  if (chosen == Algorithm::block_sparse) return iallreduce(send, recv, count, dtype, op, out);
+  if (chosen == Algorithm::block_sparse) return iallreduce_block_sparse(send, recv, count, dtype, op, out);
   if (chosen == Algorithm::hybrid) return iallreduce_hybrid(send, recv, count, dtype, op, out, caller_waits);
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
   coll::CollOp& c = executor_->next_slot();

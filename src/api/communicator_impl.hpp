@@ -21,8 +21,9 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   static Status create(const Options& options, std::shared_ptr<CommunicatorImpl>* out);
   ~CommunicatorImpl();
 
-  Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-                    std::shared_ptr<RequestState>* out);
+  // Block-sparse aggregation on the progress threads (what iallreduce runs for block_sparse).
+  Status iallreduce_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+                                 std::shared_ptr<RequestState>* out);
   // caller_waits: the caller waits for the result before doing anything else (allreduce, not
   // iallreduce), so the collective may run in its thread whatever its size (see submit()).
   Status iallreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op, Algorithm algo,
