@@ -518,17 +518,44 @@ Status CommunicatorImpl::iallreduce(const void* send, void* recv, std::size_t co
   return submit(c, "allreduce op", problem, out, std::string(), ErrorCode::invalid_argument, caller_waits);
 }
 
+coll::CollOp& CommunicatorImpl::fill_slot(coll::CollKind kind, const void* send, void* recv, std::size_t count,
+                                          DataType dtype, ReduceOp op, int root) {
+  coll::CollOp& c = executor_->next_slot();
+  c.kind = kind;
+  c.algo = Algorithm::ring;
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.dtype = dtype;
+  c.op = op;
+  c.root = static_cast<std::uint32_t>(root);
+  return c;
+}
+
+namespace {
+
+// "" or why `count` elements per rank over `ranks` ranks are too many.
+std::string check_per_rank_count(std::size_t count, int ranks) {
+  if (count <= (std::size_t{1} << 56) / static_cast<std::size_t>(ranks)) return std::string();
+  return "count " + std::to_string(count) + " times " + std::to_string(ranks) + " ranks exceeds 2^56 elements";
+}
+
+// "" when `piece` (bytes long) is slot `slot` of `whole` (ranks * bytes) or lies apart from it,
+// else `why`: a piece inside the whole is taken only as its own slot (in place).
+std::string check_own_slot(const void* piece, const void* whole, std::size_t bytes, int ranks, int slot,
+                           const char* why) {
+  if (bytes == 0) return std::string();
+  const auto* mine = static_cast<const std::byte*>(whole) + static_cast<std::size_t>(slot) * bytes;
+  if (piece != mine && overlaps(piece, bytes, whole, bytes * static_cast<std::size_t>(ranks))) return why;
+  return std::string();
+}
+
+}  // namespace
+
 Status CommunicatorImpl::ibroadcast(void* buffer, std::size_t count, DataType dtype, int root,
                                     std::shared_ptr<RequestState>* out) {
   if (Status s = check_usable("broadcast"); !s.ok()) return s;
-  coll::CollOp& c = executor_->next_slot();
-  c.kind = coll::CollKind::broadcast;
-  c.algo = Algorithm::ring;
-  c.send = buffer;
-  c.recv = buffer;
-  c.count = count;
-  c.dtype = dtype;
-  c.root = static_cast<std::uint32_t>(root);
+  coll::CollOp& c = fill_slot(coll::CollKind::broadcast, buffer, buffer, count, dtype, ReduceOp::sum, root);
   std::string problem = check_dtype_op(dtype, nullptr);
   if (problem.empty()) problem = check_root(root);
   if (problem.empty()) problem = check_buffer("buffer", buffer, count, dtype);
@@ -538,39 +565,22 @@ Status CommunicatorImpl::ibroadcast(void* buffer, std::size_t count, DataType dt
 Status CommunicatorImpl::iallgather(const void* send, void* recv, std::size_t count, DataType dtype,
                                     std::shared_ptr<RequestState>* out) {
   if (Status s = check_usable("allgather"); !s.ok()) return s;
-  coll::CollOp& c = executor_->next_slot();
-  c.kind = coll::CollKind::allgather;
-  c.algo = Algorithm::ring;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
+  coll::CollOp& c = fill_slot(coll::CollKind::allgather, send, recv, count, dtype);
   std::string problem = check_dtype_op(dtype, nullptr);
   if (problem.empty()) problem = check_buffer("sendbuf", send, count, dtype);
   if (problem.empty()) problem = check_buffer("recvbuf", recv, count, dtype);
-  if (problem.empty() && count > 0) {
-    const std::size_t bytes = count * dtype_size(dtype);
-    const auto* mine = static_cast<const std::byte*>(recv) + static_cast<std::size_t>(rank()) * bytes;
-    if (send != mine && overlaps(send, bytes, recv, bytes * size()))
-      problem = "sendbuf overlaps recvbuf without being this rank's slot in it (recvbuf + rank * count)";
-  }
+  if (problem.empty())
+    problem = check_own_slot(send, recv, count * dtype_size(dtype), size(), rank(),
+                             "sendbuf overlaps recvbuf without being this rank's slot in it (recvbuf + rank * count)");
   return submit(c, "allgather", problem, out);
 }
 
 Status CommunicatorImpl::ireduce_scatter(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                          std::shared_ptr<RequestState>* out) {
   if (Status s = check_usable("reduce_scatter"); !s.ok()) return s;
-  coll::CollOp& c = executor_->next_slot();
-  c.kind = coll::CollKind::reduce_scatter;
-  c.algo = Algorithm::ring;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
-  c.op = op;
+  coll::CollOp& c = fill_slot(coll::CollKind::reduce_scatter, send, recv, count, dtype, op);
   std::string problem = check_dtype_op(dtype, &op);
-  if (problem.empty() && count > (std::size_t{1} << 56) / static_cast<std::size_t>(size()))
-    problem = "count " + std::to_string(count) + " times " + std::to_string(size()) + " ranks exceeds 2^56 elements";
+  if (problem.empty()) problem = check_per_rank_count(count, size());
   if (problem.empty()) problem = check_buffer("sendbuf", send, count * static_cast<std::size_t>(size()), dtype);
   if (problem.empty()) problem = check_buffer("recvbuf", recv, count, dtype);
   if (problem.empty() &&
@@ -592,15 +602,7 @@ std::string CommunicatorImpl::check_root(int root) const {
 Status CommunicatorImpl::ireduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                  int root, std::shared_ptr<RequestState>* out) {
   if (Status s = check_usable("reduce"); !s.ok()) return s;
-  coll::CollOp& c = executor_->next_slot();
-  c.kind = coll::CollKind::reduce;
-  c.algo = Algorithm::ring;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
-  c.op = op;
-  c.root = static_cast<std::uint32_t>(root);
+  coll::CollOp& c = fill_slot(coll::CollKind::reduce, send, recv, count, dtype, op, root);
   std::string problem = check_dtype_op(dtype, &op);
   if (problem.empty()) problem = check_root(root);
   if (problem.empty() && count > (std::size_t{1} << 56))
@@ -616,52 +618,30 @@ Status CommunicatorImpl::ireduce(const void* send, void* recv, std::size_t count
 Status CommunicatorImpl::igather(const void* send, void* recv, std::size_t count, DataType dtype, int root,
                                  std::shared_ptr<RequestState>* out) {
   if (Status s = check_usable("gather"); !s.ok()) return s;
-  coll::CollOp& c = executor_->next_slot();
-  c.kind = coll::CollKind::gather;
-  c.algo = Algorithm::ring;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
-  c.root = static_cast<std::uint32_t>(root);
+  coll::CollOp& c = fill_slot(coll::CollKind::gather, send, recv, count, dtype, ReduceOp::sum, root);
   std::string problem = check_dtype_op(dtype, nullptr);
   if (problem.empty()) problem = check_root(root);
-  if (problem.empty() && count > (std::size_t{1} << 56) / static_cast<std::size_t>(size()))
-    problem = "count " + std::to_string(count) + " times " + std::to_string(size()) + " ranks exceeds 2^56 elements";
+  if (problem.empty()) problem = check_per_rank_count(count, size());
   if (problem.empty()) problem = check_buffer("sendbuf", send, count, dtype);
   if (problem.empty() && root == rank()) problem = check_buffer("recvbuf", recv, count * size(), dtype);
-  if (problem.empty() && root == rank() && count > 0) {
-    const std::size_t bytes = count * dtype_size(dtype);
-    const auto* mine = static_cast<const std::byte*>(recv) + static_cast<std::size_t>(rank()) * bytes;
-    if (send != mine && overlaps(send, bytes, recv, bytes * size()))
-      problem = "sendbuf overlaps recvbuf without being the root's slot in it (recvbuf + root * count)";
-  }
+  if (problem.empty() && root == rank())
+    problem = check_own_slot(send, recv, count * dtype_size(dtype), size(), rank(),
+                             "sendbuf overlaps recvbuf without being the root's slot in it (recvbuf + root * count)");
   return submit(c, "gather", problem, out);
 }
 
 Status CommunicatorImpl::iscatter(const void* send, void* recv, std::size_t count, DataType dtype, int root,
                                   std::shared_ptr<RequestState>* out) {
   if (Status s = check_usable("scatter"); !s.ok()) return s;
-  coll::CollOp& c = executor_->next_slot();
-  c.kind = coll::CollKind::scatter;
-  c.algo = Algorithm::ring;
-  c.send = send;
-  c.recv = recv;
-  c.count = count;
-  c.dtype = dtype;
-  c.root = static_cast<std::uint32_t>(root);
+  coll::CollOp& c = fill_slot(coll::CollKind::scatter, send, recv, count, dtype, ReduceOp::sum, root);
   std::string problem = check_dtype_op(dtype, nullptr);
   if (problem.empty()) problem = check_root(root);
-  if (problem.empty() && count > (std::size_t{1} << 56) / static_cast<std::size_t>(size()))
-    problem = "count " + std::to_string(count) + " times " + std::to_string(size()) + " ranks exceeds 2^56 elements";
+  if (problem.empty()) problem = check_per_rank_count(count, size());
   if (problem.empty() && root == rank()) problem = check_buffer("sendbuf", send, count * size(), dtype);
   if (problem.empty()) problem = check_buffer("recvbuf", recv, count, dtype);
-  if (problem.empty() && root == rank() && count > 0) {
-    const std::size_t bytes = count * dtype_size(dtype);
-    const auto* mine = static_cast<const std::byte*>(send) + static_cast<std::size_t>(rank()) * bytes;
-    if (recv != mine && overlaps(recv, bytes, send, bytes * size()))
-      problem = "recvbuf overlaps sendbuf without being the root's slot in it (sendbuf + root * count)";
-  }
+  if (problem.empty() && root == rank())
+    problem = check_own_slot(recv, send, count * dtype_size(dtype), size(), rank(),
+                             "recvbuf overlaps sendbuf without being the root's slot in it (sendbuf + root * count)");
   return submit(c, "scatter", problem, out);
 }
 

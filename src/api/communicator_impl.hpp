@@ -93,6 +93,10 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   Status check_usable(const char* what) const;
   // What is wrong with a rooted collective's root (not a rank of this communicator), or "".
   std::string check_root(int root) const;
+  // The next collective slot, filled with what every collective has (the other fields are the
+  // caller's to set); algo is ring, which the collectives other than allreduce ignore.
+  coll::CollOp& fill_slot(coll::CollKind kind, const void* send, void* recv, std::size_t count, DataType dtype,
+                          ReduceOp op = ReduceOp::sum, int root = 0);
   // What is wrong with a send's or recv's arguments, or "".
   std::string check_p2p(const void* data, std::size_t bytes, int peer, int tag, bool any_source_ok) const;
   Status submit_p2p(coll::CollKind kind, const void* send, void* recv, std::size_t bytes, int peer, int tag,
