@@ -149,19 +149,34 @@ Status RdmaChannel::create(std::uint32_t index, const DriverContext& ctx, Device
 }
 
 Status RdmaChannel::allocate(const DriverContext& ctx) {
+  size_queues();
+  const std::size_t npeers = ctx.peers.size();
+  const std::size_t ring_bytes = std::size_t{geometry_.slots} * geometry_.slot_bytes;
+  const std::string channel_text = "rdma channel " + std::to_string(index_);
+  if (Status status = map_rings(npeers, ring_bytes, channel_text); !status.ok()) return status;
+  if (Status status = create_completion_queue(npeers, channel_text); !status.ok()) return status;
+  for (std::size_t i = 0; i < npeers; ++i)
+    if (Status status = add_peer(ctx, i, ring_bytes); !status.ok()) return status;
+  return Status::Ok();
+}
+
+// The ring geometry and queue depths (see rdma_channel.hpp): receives stay ahead of credits
+// (slots in flight + a close), sends leave room for credit writes, keepalives and the close
+// beside `slots` data writes.
+void RdmaChannel::size_queues() {
   geometry_ = ring_geometry(max_message_);
   const std::uint32_t slots = geometry_.slots;
-  const std::size_t npeers = ctx.peers.size();
-  // See rdma_channel.hpp: receives stay ahead of credits (slots in flight + a close), sends
-  // leave room for credit writes, keepalives and the close beside `slots` data writes.
   recv_batch_ = std::max<std::uint32_t>(1, slots / 4);
   recv_depth_ = slots + recv_batch_ + 1;
   send_depth_ = slots + 8;
   signal_every_ = std::max<std::uint32_t>(1, slots / 4);
   credit_every_ = std::max<std::uint32_t>(1, slots / 4);
   max_sge_ = std::clamp<std::uint32_t>(static_cast<std::uint32_t>(device_.attr().max_sge), 1, kMaxSendSge);
+}
 
-  const std::size_t ring_bytes = std::size_t{slots} * geometry_.slot_bytes;
+// One receive ring and one credit line per peer (peers write into them), and one send staging
+// ring per peer; both registered with the NIC.
+Status RdmaChannel::map_rings(std::size_t npeers, std::size_t ring_bytes, const std::string& channel_text) {
   inbound_bytes_ = page_round(npeers * ring_bytes + npeers * kCreditLine);
   staging_bytes_ = page_round(std::max<std::size_t>(1, npeers * ring_bytes));
   inbound_ = static_cast<std::byte*>(map_zeroed(inbound_bytes_));
@@ -172,13 +187,15 @@ Status RdmaChannel::allocate(const DriverContext& ctx) {
   if (staging_ == nullptr)
     return Status(ErrorCode::no_resource, "cannot map " + std::to_string(staging_bytes_) + " bytes for rdma channel " +
                                               std::to_string(index_) + "'s send staging: " + errno_text(errno));
-  const std::string channel_text = "rdma channel " + std::to_string(index_);
   Status status = cache_.get(inbound_, inbound_bytes_, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
                              "receive rings of " + channel_text, &inbound_keys_);
   if (!status.ok()) return status;
-  status = cache_.get(staging_, staging_bytes_, IBV_ACCESS_LOCAL_WRITE, "send staging of " + channel_text, &staging_keys_);
-  if (!status.ok()) return status;
+  return cache_.get(staging_, staging_bytes_, IBV_ACCESS_LOCAL_WRITE, "send staging of " + channel_text, &staging_keys_);
+}
 
+// One completion queue for every peer's sends and receives, with a completion channel when
+// the device gives one.
+Status RdmaChannel::create_completion_queue(std::size_t npeers, const std::string& channel_text) {
   const std::uint64_t wanted_cqe = npeers * (std::uint64_t{send_depth_} + recv_depth_);
   const int cqe = static_cast<int>(std::min<std::uint64_t>(std::max<std::uint64_t>(wanted_cqe, 1),
                                                            static_cast<std::uint64_t>(device_.attr().max_cqe)));
@@ -196,51 +213,55 @@ Status RdmaChannel::allocate(const DriverContext& ctx) {
   if (cq_ == nullptr)
     return Status(ErrorCode::system_error, "ibv_create_cq (" + std::to_string(cqe) + " entries) for " + channel_text +
                                                " failed: " + errno_text(errno));
+  return Status::Ok();
+}
 
-  for (std::size_t i = 0; i < npeers; ++i) {
-    auto peer = std::make_unique<Peer>();
-    peer->index = ctx.peers[i];
-    peer->ring = inbound_ + i * ring_bytes;
-    peer->staging = staging_ + i * ring_bytes;
-    peer->credit_in = reinterpret_cast<std::uint64_t*>(inbound_ + npeers * ring_bytes + i * kCreditLine);
-    peer->data_at.assign(send_depth_, 0);
-    peer->lens.assign(slots, 0);
-    peer->psn = random_psn();
-    std::uint32_t inline_bytes = 0;
-    status = create_qp(device_.pd(), cq_, device_.choice(), QpSizes{send_depth_, recv_depth_, max_sge_}, &peer->qp,
-                       &inline_bytes);
-    if (!status.ok()) return status;
-    max_inline_ = i == 0 ? inline_bytes : std::min(max_inline_, inline_bytes);
-    peer->label = process_name(ctx, peer->index) + " (qp " + hex(peer->qp->qp_num) + ")";
-    peer->recv_chain.resize(recv_batch_);
-    for (std::uint32_t k = 0; k < recv_batch_; ++k) {
-      ibv_recv_wr& wr = peer->recv_chain[k];
-      wr = ibv_recv_wr {};
-      wr.wr_id = kRecvTag | i;
-      wr.next = k + 1 < recv_batch_ ? &peer->recv_chain[k + 1] : nullptr;
-    }
-    // Receives must be posted before the peer can write: all of them now, before RTR.
-    peer->recv_unposted = recv_depth_;
-    while (peer->recv_unposted >= recv_batch_) {
-      ibv_recv_wr* bad = nullptr;
-      if (int err = ibv_post_recv(peer->qp, peer->recv_chain.data(), &bad); err != 0)
-        return Status(ErrorCode::system_error, "posting receives on the qp to " + peer->label + " failed: " + errno_text(err));
-      peer->recv_unposted -= recv_batch_;
-    }
-    if (peer->recv_unposted > 0) {
-      ibv_recv_wr* bad = nullptr;
-      ibv_recv_wr& last = peer->recv_chain[peer->recv_unposted - 1];
-      ibv_recv_wr* saved = last.next;
-      last.next = nullptr;
-      const int err = ibv_post_recv(peer->qp, peer->recv_chain.data(), &bad);
-      last.next = saved;
-      if (err != 0)
-        return Status(ErrorCode::system_error, "posting receives on the qp to " + peer->label + " failed: " + errno_text(err));
-      peer->recv_unposted = 0;
-    }
-    pos_of_[peer->index] = static_cast<std::int32_t>(i);
-    peers_.push_back(std::move(peer));
+// Peer i (ctx.peers[i]): its slices of the rings, its qp, and every receive posted before the
+// peer can write (before RTR).
+Status RdmaChannel::add_peer(const DriverContext& ctx, std::size_t i, std::size_t ring_bytes) {
+  const std::size_t npeers = ctx.peers.size();
+  auto peer = std::make_unique<Peer>();
+  peer->index = ctx.peers[i];
+  peer->ring = inbound_ + i * ring_bytes;
+  peer->staging = staging_ + i * ring_bytes;
+  peer->credit_in = reinterpret_cast<std::uint64_t*>(inbound_ + npeers * ring_bytes + i * kCreditLine);
+  peer->data_at.assign(send_depth_, 0);
+  peer->lens.assign(geometry_.slots, 0);
+  peer->psn = random_psn();
+  std::uint32_t inline_bytes = 0;
+  Status status = create_qp(device_.pd(), cq_, device_.choice(), QpSizes{send_depth_, recv_depth_, max_sge_}, &peer->qp,
+                            &inline_bytes);
+  if (!status.ok()) return status;
+  max_inline_ = i == 0 ? inline_bytes : std::min(max_inline_, inline_bytes);
+  peer->label = process_name(ctx, peer->index) + " (qp " + hex(peer->qp->qp_num) + ")";
+  peer->recv_chain.resize(recv_batch_);
+  for (std::uint32_t k = 0; k < recv_batch_; ++k) {
+    ibv_recv_wr& wr = peer->recv_chain[k];
+    wr = ibv_recv_wr {};
+    wr.wr_id = kRecvTag | i;
+    wr.next = k + 1 < recv_batch_ ? &peer->recv_chain[k + 1] : nullptr;
   }
+  // Receives must be posted before the peer can write: all of them now, before RTR.
+  peer->recv_unposted = recv_depth_;
+  while (peer->recv_unposted >= recv_batch_) {
+    ibv_recv_wr* bad = nullptr;
+    if (int err = ibv_post_recv(peer->qp, peer->recv_chain.data(), &bad); err != 0)
+      return Status(ErrorCode::system_error, "posting receives on the qp to " + peer->label + " failed: " + errno_text(err));
+    peer->recv_unposted -= recv_batch_;
+  }
+  if (peer->recv_unposted > 0) {
+    ibv_recv_wr* bad = nullptr;
+    ibv_recv_wr& last = peer->recv_chain[peer->recv_unposted - 1];
+    ibv_recv_wr* saved = last.next;
+    last.next = nullptr;
+    const int err = ibv_post_recv(peer->qp, peer->recv_chain.data(), &bad);
+    last.next = saved;
+    if (err != 0)
+      return Status(ErrorCode::system_error, "posting receives on the qp to " + peer->label + " failed: " + errno_text(err));
+    peer->recv_unposted = 0;
+  }
+  pos_of_[peer->index] = static_cast<std::int32_t>(i);
+  peers_.push_back(std::move(peer));
   return Status::Ok();
 }
 

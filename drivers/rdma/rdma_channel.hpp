@@ -92,6 +92,11 @@ class RdmaChannel final : public Channel {
 
   RdmaChannel(std::uint32_t index, const DriverContext& ctx, Device& device, MrCache& cache);
   Status allocate(const DriverContext& ctx);
+  // allocate()'s steps, in order.
+  void size_queues();
+  Status map_rings(std::size_t npeers, std::size_t ring_bytes, const std::string& channel_text);
+  Status create_completion_queue(std::size_t npeers, const std::string& channel_text);
+  Status add_peer(const DriverContext& ctx, std::size_t i, std::size_t ring_bytes);
   SendResult send_message(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory* user);
   // Fills sges[] for a zero-copy write: user-memory entries in place, the rest copied to
   // `staged`. Returns the entry count, or 0 when more than max_sge_ would be needed.
