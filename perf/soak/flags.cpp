@@ -123,6 +123,13 @@ Flags parse_flags(int argc, char** argv) {
   }
   if (f.max_batch > 64) usage("--max-batch is at most 64");
   if (f.sample_every == 0) f.sample_every = std::max<std::uint64_t>(1, f.ops / 40);
+#if defined(__SANITIZE_ADDRESS__)
+  f.limits.judge_rss = false;  // samples.hpp, Limits::judge_rss
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  f.limits.judge_rss = false;
+#endif
+#endif
   return f;
 }
 

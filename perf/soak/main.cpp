@@ -211,6 +211,9 @@ int run(const Flags& flags, int argc, char** argv) {
     std::printf("sparcoll-soak: %llu ops on %d ranks over %s (%s), seed %llu, max %zu bytes, commit %s\n",
                 static_cast<unsigned long long>(flags.ops), world, transport.c_str(), layout.c_str(),
                 static_cast<unsigned long long>(flags.seed), flags.max_bytes, sparcoll::perf::build_commit());
+    if (!flags.limits.judge_rss)
+      std::printf("sparcoll-soak: rss is shown, not judged: an AddressSanitizer build's rss holds its quarantine and "
+                  "fake stacks (LeakSanitizer checks for leaks at exit)\n");
     for (const auto& [phase, v] : verdicts) {
       print_table(stdout, sampler.samples(), phase, names);
       for (const std::string& f : v.failures) std::printf("sparcoll-soak: %s: %s\n", phase.c_str(), f.c_str());

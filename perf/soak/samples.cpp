@@ -74,7 +74,8 @@ Verdict judge(const std::vector<Sample>& samples, const std::string& phase, std:
                            at(*after.front()) + ": " + fixed(mib(base), 1) + " MiB, " + at(*end) + ": " +
                            fixed(mib(last), 1) + " MiB), more than the " + fixed(allowed, 1) + " MiB allowed");
     };
-    grew("rss", &ProcStats::rss_kib, std::max(limits.rss_mib, limits.rss_percent / 100.0 * mib(f.warm.rss_kib)));
+    if (limits.judge_rss)
+      grew("rss", &ProcStats::rss_kib, std::max(limits.rss_mib, limits.rss_percent / 100.0 * mib(f.warm.rss_kib)));
     grew("heap in use", &ProcStats::heap_kib, std::max(limits.heap_mib, limits.heap_percent / 100.0 * mib(f.warm.heap_kib)));
     check_flat("fds", &ProcStats::fds, after, p, f.name, &v.failures);
     check_flat("threads", &ProcStats::threads, after, p, f.name, &v.failures);
