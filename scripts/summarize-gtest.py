@@ -50,7 +50,7 @@ def meson_outcomes(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--meson-log", help="Meson's testlog.json")
-    ap.add_argument("reports", nargs="*", default=["build/gtest-report.json"])
+    ap.add_argument("reports", nargs="*", default=["build/gtest-unit-report.json"])
     args = ap.parse_args()
 
     merged = {}

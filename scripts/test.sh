@@ -23,9 +23,9 @@ scripts/build.sh
 echo "test: step 3/7: checking that the install step provides everything the build used (scripts/check-deps)"
 scripts/check-deps build
 
-rm -f build/gtest-report.json build/gtest-algo-report.json build/gtest-rdma-report.json
-sanitizer_reports=(build-asan/gtest-unit-report.json build-asan/gtest-algo-report.json build-tsan/gtest-thread-report.json)
-rm -f "${sanitizer_reports[@]}"
+# Every GoogleTest binary writes its JSON report as gtest-*-report.json in its build directory;
+# old ones go first, so the summary counts this run's only.
+rm -f build/gtest-*-report.json build-asan/gtest-*-report.json build-tsan/gtest-*-report.json
 status=0
 run_live "test: step 4/7: host suites (meson test; about 5 minutes on 2 cores)" build/test-host.log \
   meson test -C build --print-errorlogs --no-rebuild || status=1
@@ -34,14 +34,19 @@ run_live "test: step 5/7: fuzzing every parser of peer bytes, 15 s each (scripts
 run_live "test: step 6/7: host suites under sanitizers: ASan+UBSan, then TSan (scripts/sanitize; about 12 minutes)" \
   build/test-sanitize.log scripts/sanitize || status=1
 
-reports=(build/gtest-report.json build/gtest-algo-report.json "${sanitizer_reports[@]}")
 if [ -n "${SPARCOLL_SKIP_RDMA_VM:-}" ] && [ "${SPARCOLL_SKIP_RDMA_VM}" != 0 ]; then
   echo "test: step 7/7: skipped: the rdma suites inside the Soft-RoCE VM (SPARCOLL_SKIP_RDMA_VM: $SPARCOLL_SKIP_RDMA_VM)"
 else
+  # One VM boot for both binaries: the driver suites over rdma, then whole jobs over rdma.
   run_live "test: step 7/7: rdma suites inside the Soft-RoCE VM (scripts/rxe-vm)" build/test-rdma-vm.log \
-    scripts/rxe-vm --timeout 1500 -- build/tests/sparcoll-unit-tests \
-    --gtest_filter='*/rdma:Rdma*:*Rdma*' --gtest_output=json:build/gtest-rdma-report.json || status=1
-  reports+=(build/gtest-rdma-report.json)
+    scripts/rxe-vm --timeout 1500 -- /bin/sh -c 'status=0
+      for suite in driver integration; do
+        build/tests/sparcoll-$suite-tests --gtest_filter="*/rdma:Rdma*:*Rdma*" \
+          --gtest_output=json:build/gtest-rdma-$suite-report.json || status=1
+      done
+      exit $status' || status=1
 fi
+shopt -s nullglob
+reports=(build/gtest-*-report.json build-asan/gtest-*-report.json build-tsan/gtest-*-report.json)
 python3 scripts/summarize-gtest.py --meson-log build/meson-logs/testlog.json "${reports[@]}" || status=1
 exit $status

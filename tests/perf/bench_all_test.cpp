@@ -139,7 +139,7 @@ TEST(BenchAll, QuickRunCoversEverySystem) {
   // The never-slower summary: one line per point with a verdict, and the count.
   bool never_slower = false;
   for (const std::string& line : lines_of(out + "/summary.txt"))
-    never_slower = never_slower || line.rfind("# never slower: ", 0) == 0 && line.find(" points: ") != std::string::npos;
+    never_slower = never_slower || (line.rfind("# never slower: ", 0) == 0 && line.find(" points: ") != std::string::npos);
   EXPECT_TRUE(never_slower) << "summary.txt has no never-slower count";
   EXPECT_TRUE(std::filesystem::exists(out + "/never-slower.jsonl"));
   std::filesystem::remove_all(out);
