@@ -1,7 +1,7 @@
-// dpdk-only behaviour (memif mode, several drivers in this one process, one EAL): exact delivery
-// under deterministic loss, hostile frames through the injection hook, window back-pressure,
-// a peer that leaves or goes silent mid-stream, the frame-size cap on max_message, zero-copy
-// sends from registered memory, and the dpdk options. Skipped, with the reason, where the EAL cannot start.
+// dpdk-only behaviour (memif mode, several drivers in this one process, one EAL): hostile frames
+// through the injection hook, window back-pressure, a peer that leaves or goes silent
+// mid-stream, the frame-size cap on max_message, two jobs in one process, and the dpdk options.
+// Delivery under loss and zero-copy sends are the drivers' contract: driver_delivery_test.cpp. Skipped, with the reason, where the EAL cannot start.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include "../control/config_env_fixture.hpp"
 #include "common/config.hpp"
 #include "driver_cluster.hpp"
+#include "driver_exchange.hpp"
 
 namespace sparcoll::test {
 namespace {
@@ -44,108 +45,6 @@ class DriverDpdk : public ::testing::Test {
     return c;
   }
 };
-
-ChannelCounters sum(const ChannelCounters& a, const ChannelCounters& b) {
-  return ChannelCounters{a.packets_sent + b.packets_sent,         a.packets_received + b.packets_received,
-                         a.retransmitted + b.retransmitted,       a.dropped_invalid + b.dropped_invalid,
-                         a.duplicates + b.duplicates,             a.dropped_by_hook + b.dropped_by_hook};
-}
-
-// Every process sends `per_peer` test messages to every peer on every channel (gathered, sizes
-// 1..max) and checks that each arrives exactly once and in order.
-void exchange_all(DriverCluster& cluster, std::uint64_t per_peer) {
-  const std::uint32_t processes = cluster.config().processes;
-  const std::uint32_t channels = cluster.config().channels;
-  const std::uint32_t max = cluster.driver(0).channel(0).max_message();
-  std::atomic<std::uint32_t> finished{0};
-  cluster.run([&](std::uint32_t self) {
-    std::vector<std::vector<std::uint64_t>> next_send(channels, std::vector<std::uint64_t>(processes, 0));
-    std::vector<std::vector<std::uint64_t>> next_recv(channels, std::vector<std::uint64_t>(processes, 0));
-    const std::uint64_t expected = per_peer * (processes - 1) * channels;
-    std::uint64_t received = 0;
-    bool counted = false;
-    const auto give_up = Clock::now() + kTestDeadline;
-    while (finished.load() < processes) {
-      if (Clock::now() > give_up) {
-        ADD_FAILURE() << "rank " << self << " received " << received << " of " << expected << " messages";
-        return;
-      }
-      bool idle = true;
-      for (std::uint32_t c = 0; c < channels; ++c) {
-        Channel& channel = cluster.driver(self).channel(c);
-        for (std::uint32_t peer = 0; peer < processes; ++peer) {
-          if (peer == self) continue;
-          while (next_send[c][peer] < per_peer) {
-            const SendResult r = send_gathered(channel, peer, test_message(next_send[c][peer], self, peer, c, max));
-            ASSERT_NE(r, SendResult::error) << channel.error().to_string();
-            if (r == SendResult::no_resource) break;
-            ++next_send[c][peer];
-            idle = false;
-          }
-        }
-        ReceivedMessage got[32];
-        const int k = channel.poll(got, 32);
-        ASSERT_GE(k, 0) << channel.error().to_string();
-        for (int m = 0; m < k; ++m) {
-          const std::uint32_t from = got[m].peer;
-          ASSERT_LT(from, processes);
-          ASSERT_EQ(reinterpret_cast<std::uintptr_t>(got[m].data) % 8, 0u);
-          ASSERT_LT(next_recv[c][from], per_peer) << "a message too many from rank " << from;
-          const TestMessage want = test_message(next_recv[c][from], from, self, c, max);
-          ASSERT_TRUE(got[m].size == want.size && std::memcmp(got[m].data, want.bytes, want.size) == 0)
-              << "rank " << self << " channel " << c << ": message " << next_recv[c][from] << " from rank " << from
-              << " is wrong, duplicated or out of order";
-          ++next_recv[c][from];
-          ++received;
-          idle = false;
-        }
-      }
-      if (!counted && received == expected) {
-        counted = true;
-        finished.fetch_add(1);
-      }
-      if (idle) std::this_thread::yield();
-    }
-    // Everything sent must end acknowledged, and nothing more may arrive.
-    const auto settle = Clock::now() + std::chrono::milliseconds(200);
-    bool all_flushed = false;
-    while (Clock::now() < give_up && (!all_flushed || Clock::now() < settle)) {
-      all_flushed = true;
-      for (std::uint32_t c = 0; c < channels; ++c) {
-        Channel& channel = cluster.driver(self).channel(c);
-        ReceivedMessage got[8];
-        ASSERT_EQ(channel.poll(got, 8), 0) << "a message arrived twice";
-        all_flushed = channel.flushed() && all_flushed;
-      }
-      std::this_thread::yield();
-    }
-    EXPECT_TRUE(all_flushed) << "rank " << self << " still has unacknowledged messages";
-  });
-}
-
-class DriverDpdkLoss : public DriverDpdk, public ::testing::WithParamInterface<std::uint32_t> {};
-
-TEST_P(DriverDpdkLoss, EveryMessageArrivesOnceInOrder) {
-  DriverCluster cluster(config(3, 2));
-  ASSERT_TRUE(cluster.start_store().ok());
-  for (std::uint32_t i = 0; i < 3; ++i) cluster.options(i).dpdk_drop_every = GetParam();
-  for (const Status& s : cluster.create()) ASSERT_TRUE(s.ok()) << s.to_string();
-  exchange_all(cluster, 2000);
-  ChannelCounters total;
-  for (std::uint32_t i = 0; i < 3; ++i)
-    for (std::uint32_t c = 0; c < 2; ++c) total = sum(total, cluster.driver(i).channel(c).counters());
-  EXPECT_GT(total.dropped_by_hook, 0u);
-  EXPECT_GT(total.retransmitted, 0u);
-  EXPECT_GE(total.retransmitted, total.dropped_by_hook) << "every hook drop is recovered by a retransmission";
-  EXPECT_EQ(total.dropped_invalid, 0u);
-  // About one data transmission in N is dropped.
-  const std::uint64_t data_tx = 2000 * 2 * 2 * 3 + total.retransmitted;
-  EXPECT_NEAR(static_cast<double>(total.dropped_by_hook), static_cast<double>(data_tx) / GetParam(),
-              static_cast<double>(data_tx) / GetParam() * 0.05 + 12);
-}
-
-INSTANTIATE_TEST_SUITE_P(DropEvery, DriverDpdkLoss, ::testing::Values(3u, 7u),
-                         [](const ::testing::TestParamInfo<std::uint32_t>& info) { return std::to_string(info.param); });
 
 // Polls `channel` `rounds` times; returns the messages it handed out.
 int poll_rounds(Channel& channel, int rounds) {
@@ -477,113 +376,6 @@ TEST_F(DriverDpdk, TwoJobsInOneProcessStayApart) {
 // retransmissions read the user memory again, and user_memory_released() turns true only once
 // every such frame is acknowledged. The buffer is then rewritten and sent again: the second
 // round must carry the new bytes, the first round's the old ones.
-TEST_F(DriverDpdk, ZeroCopySendsReadUserMemoryUntilReleased) {
-  DriverCluster cluster(config(2, 1, 4096));
-  ASSERT_TRUE(cluster.start_store().ok());
-  for (std::uint32_t i = 0; i < 2; ++i) cluster.options(i).dpdk_drop_every = 7;
-  for (const Status& s : cluster.create()) ASSERT_TRUE(s.ok()) << s.to_string();
-  constexpr std::size_t kSlot = 4096, kSlots = 64;
-  std::vector<std::byte> buffer(kSlot * kSlots);
-  transport::UserMemory user;
-  ASSERT_TRUE(cluster.driver(0).register_memory(buffer.data(), buffer.size(), &user));
-  ASSERT_EQ(user.base, buffer.data());
-  ASSERT_EQ(user.len, buffer.size());
-  Channel& tx = cluster.driver(0).channel(0);
-  Channel& rx = cluster.driver(1).channel(0);
-  EXPECT_TRUE(tx.user_memory_released());
-
-  // Message m: a 16-byte header off the stack (copied), 1500 bytes of slot m % kSlots (in
-  // place), its next 100 bytes (small: copied), 1000 bytes further on in the slot (in place,
-  // not adjacent), and 300 bytes of the stack-side filler (outside the registration: copied).
-  std::vector<std::byte> outside(300);
-  for (std::size_t i = 0; i < outside.size(); ++i) outside[i] = static_cast<std::byte>(i * 7 + 1);
-  auto iov_of = [&](std::uint64_t m, std::uint64_t* header, struct iovec* iov) {
-    header[0] = m;
-    header[1] = ~m;
-    std::byte* slot = buffer.data() + (m % kSlots) * kSlot;
-    iov[0] = {header, 16};
-    iov[1] = {slot, 1500};
-    iov[2] = {slot + 1500, 100};
-    iov[3] = {slot + 2000, 1000};
-    iov[4] = {outside.data(), outside.size()};
-  };
-  auto fill = [&](std::uint8_t round) {
-    for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<std::byte>((i * 131 + round * 17) >> 3);
-  };
-  // What message m of `round` must contain (computed from the pattern, not the buffer).
-  auto expected = [&](std::uint64_t m, std::uint8_t round) {
-    std::vector<std::byte> want(16);
-    const std::uint64_t h[2] = {m, ~m};
-    std::memcpy(want.data(), h, 16);
-    const std::size_t base = (m % kSlots) * kSlot;
-    auto add = [&](std::size_t from, std::size_t n) {
-      for (std::size_t i = from; i < from + n; ++i) want.push_back(static_cast<std::byte>((i * 131 + round * 17) >> 3));
-    };
-    add(base, 1500);
-    add(base + 1500, 100);
-    add(base + 2000, 1000);
-    want.insert(want.end(), outside.begin(), outside.end());
-    return want;
-  };
-
-  constexpr std::uint64_t kPerRound = 400;  // several passes over the slots within one round
-  for (std::uint8_t round = 0; round < 2; ++round) {
-    fill(round);
-    std::uint64_t sent = 0, received = 0;
-    bool checked_unreleased = false;
-    const auto give_up = Clock::now() + kTestDeadline;
-    while (received < kPerRound) {
-      ASSERT_LT(Clock::now(), give_up) << "round " << int{round} << ": " << received << " of " << kPerRound << " arrived";
-      while (sent < kPerRound) {
-        std::uint64_t header[2];
-        struct iovec iov[5];
-        iov_of(sent, header, iov);
-        const SendResult r = tx.send(1, iov, 5, user);
-        ASSERT_NE(r, SendResult::error) << tx.error().to_string();
-        if (r != SendResult::ok) break;
-        ++sent;
-      }
-      if (!checked_unreleased) {
-        // Nothing is acknowledged yet: the frames still read the buffer.
-        EXPECT_FALSE(tx.user_memory_released());
-        checked_unreleased = true;
-      }
-      ReceivedMessage got[32];
-      const int k = rx.poll(got, 32);
-      ASSERT_GE(k, 0) << rx.error().to_string();
-      for (int i = 0; i < k; ++i, ++received) {
-        const std::vector<std::byte> want = expected(received, round);
-        ASSERT_EQ(got[i].size, want.size());
-        ASSERT_EQ(std::memcmp(got[i].data, want.data(), want.size()), 0)
-            << "round " << int{round} << ": message " << received << " has the wrong bytes";
-      }
-      ASSERT_GE(tx.poll(got, 32), 0) << tx.error().to_string();
-    }
-    // Released once every frame is acknowledged; the receiver keeps polling (acks).
-    const auto until = Clock::now() + kTestDeadline;
-    while (!tx.user_memory_released()) {
-      ASSERT_LT(Clock::now(), until) << "user memory never released";
-      ReceivedMessage got[8];
-      ASSERT_EQ(rx.poll(got, 8), 0);
-    }
-    EXPECT_TRUE(tx.flushed());
-  }
-  const ChannelCounters c = tx.counters();
-  EXPECT_GT(c.dropped_by_hook, 0u);
-  EXPECT_GE(c.retransmitted, c.dropped_by_hook);
-
-  // Memory outside the registration, or parts too small to chain, are copied: nothing to release.
-  std::uint64_t header[2] = {0, 0};
-  struct iovec small[2] = {{header, 16}, {outside.data(), 200}};
-  SendResult r;
-  while ((r = tx.send(1, small, 2, user)) == SendResult::no_resource) {
-    ReceivedMessage got[8];
-    ASSERT_GE(rx.poll(got, 8), 0);
-  }
-  ASSERT_EQ(r, SendResult::ok) << tx.error().to_string();
-  EXPECT_TRUE(tx.user_memory_released());
-}
-
 using DpdkOptions = ConfigEnvFixture;
 
 TEST_F(DpdkOptions, VariablesReachTheirFieldsAndAreValidated) {
