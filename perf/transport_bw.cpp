@@ -124,12 +124,13 @@ Status create(const Run& run, std::uint32_t i, Options* options, std::unique_ptr
   return transport::create_driver(run.driver_name, ctx, driver);
 }
 
+// The channel's own counters (dpdk: "packets_sent 12, packets_received 10, ..."), if it has any.
 void print_counters(const char* who, const transport::ChannelCounters& c, const std::string& extra) {
-  if (c.packets_sent == 0 && c.packets_received == 0) return;
-  std::fprintf(stderr, "# %s: packets sent %llu received %llu, retransmitted %llu, duplicates %llu, invalid %llu%s\n", who,
-               static_cast<unsigned long long>(c.packets_sent), static_cast<unsigned long long>(c.packets_received),
-               static_cast<unsigned long long>(c.retransmitted), static_cast<unsigned long long>(c.duplicates),
-               static_cast<unsigned long long>(c.dropped_invalid), extra.c_str());
+  if (c.count == 0) return;
+  std::string line;
+  for (std::uint32_t i = 0; i < c.count; ++i)
+    line += std::string(i == 0 ? "" : ", ") + c.items[i].name + " " + std::to_string(c.items[i].value);
+  std::fprintf(stderr, "# %s: %s%s\n", who, line.c_str(), extra.c_str());
 }
 
 // What the receiver saw: messages, first and last arrival (steady clock, ns; CLOCK_MONOTONIC is

@@ -378,6 +378,17 @@ rte_mbuf* DpdkChannel::build_chain(Peer& p, std::uint64_t seq, const struct iove
   return head;
 }
 
+ChannelCounters DpdkChannel::counters() const {
+  ChannelCounters out;
+  out.add("packets_sent", counters_.packets_sent);
+  out.add("packets_received", counters_.packets_received);
+  out.add("retransmitted", counters_.retransmitted);
+  out.add("dropped_invalid", counters_.dropped_invalid);
+  out.add("duplicates", counters_.duplicates);
+  out.add("dropped_by_hook", counters_.dropped_by_hook);
+  return out;
+}
+
 bool DpdkChannel::user_memory_released() {
   if (user_buffers_live_.load(std::memory_order_acquire) == 0) return true;
   if (!error_.ok()) return false;

@@ -141,6 +141,16 @@ struct ChannelSetup {
   std::vector<rte_ring*> rings;  // every channel's steering ring, by channel index
 };
 
+// What a dpdk channel counts, reported as named counters (counters(); docs/dpdk.md).
+struct DpdkCounters {
+  std::uint64_t packets_sent = 0;      // frames the device took (data and control)
+  std::uint64_t packets_received = 0;  // frames that reached validation
+  std::uint64_t retransmitted = 0;     // data frames sent again (the loss hook's drops included)
+  std::uint64_t dropped_invalid = 0;   // frames that failed validation, freed unseen
+  std::uint64_t duplicates = 0;        // data frames that had arrived already
+  std::uint64_t dropped_by_hook = 0;   // data transmissions SPARCOLL_DPDK_DROP_EVERY suppressed
+};
+
 class DpdkChannel final : public Channel {
  public:
   explicit DpdkChannel(ChannelSetup setup);
@@ -160,7 +170,9 @@ class DpdkChannel final : public Channel {
   const Status& error() const override { return error_; }
   // Each thread that polls registers as an lcore and keeps mempool caches: one owner thread.
   bool any_thread() const override { return false; }
-  ChannelCounters counters() const override { return counters_; }
+  // DpdkCounters by their field names: packets_sent, packets_received, retransmitted,
+  // dropped_invalid, duplicates, dropped_by_hook.
+  ChannelCounters counters() const override;
 
   // Test hook: copies a raw Ethernet frame into an mbuf and pushes it into the steering ring of
   // the channel its header names (this one if the name is out of range), so the next poll() of
@@ -261,7 +273,7 @@ class DpdkChannel final : public Channel {
   std::uint64_t fin_interval_ = 0;
   std::uint64_t link_settle_ = 0;
   std::uint64_t liveness_ = 0;
-  ChannelCounters counters_;
+  DpdkCounters counters_;
   Status error_;
   // Mbufs attached to user memory that are alive; counted down by on_user_buffer_free (which
   // runs wherever the last reference is dropped: this thread, a device's tx path, teardown).

@@ -51,14 +51,24 @@ struct TrafficStats {
   std::uint64_t bytes_received = 0;
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
-  // Packet transports (dpdk) only, zero elsewhere; refreshed by the progress threads every few
-  // milliseconds and by the collective thread after each collective, so a read right after a
-  // block-sparse operation may lag slightly behind.
+  // The transport's counters of these names (transport_counters(): dpdk's packets_sent,
+  // packets_received, retransmitted, dropped_invalid, duplicates), zero where the transport has
+  // none; kept here for programs written before transport_counters().
   std::uint64_t packets_sent = 0;
   std::uint64_t packets_received = 0;
   std::uint64_t packets_retransmitted = 0;  // resent after a loss or a timeout
   std::uint64_t packets_dropped_invalid = 0;  // failed validation (truncated, wrong job, hostile)
   std::uint64_t packets_duplicate = 0;        // arrived twice (a resend whose original arrived)
+};
+
+// One counter the transport keeps itself, summed over this process's channels: its name is the
+// transport's, then a dot, then the counter's ("dpdk.retransmitted"); docs/transports.md lists
+// each transport's. Cumulative; refreshed by the progress threads every few milliseconds and by
+// the collective thread after each collective, so a read right after an operation may lag
+// slightly behind.
+struct TransportCounter {
+  std::string name;
+  std::uint64_t value = 0;
 };
 
 // The result of allreduce_sparse: the reduction of every rank's sparse vector, either sparse
@@ -273,6 +283,9 @@ class Communicator {
 
   // Cumulative transport traffic of this process (see TrafficStats).
   TrafficStats traffic() const;
+  // The transport's own counters (see TransportCounter), in the order the transport reports
+  // them; empty for a transport that keeps none (shm, tcp, rdma today).
+  std::vector<TransportCounter> transport_counters() const;
 
  private:
   std::shared_ptr<detail::CommunicatorImpl> impl_;

@@ -225,6 +225,7 @@ void Communicator::register_buffer(const void* buffer, std::size_t bytes) {
 void Communicator::deregister_buffer(const void* buffer) { throw_if_error(impl_->deregister_buffer(buffer)); }
 
 TrafficStats Communicator::traffic() const { return impl_->traffic(); }
+std::vector<TransportCounter> Communicator::transport_counters() const { return impl_->transport_counters(); }
 
 void run_aggregator(const Options& options) {
   if (options.role != Role::aggregator)

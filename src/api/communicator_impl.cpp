@@ -397,10 +397,33 @@ bool overlaps(const void* a, std::size_t abytes, const void* b, std::size_t bbyt
 
 }  // namespace
 
+// The channels' own counters (the engine's shards and the collective thread), summed by name.
+static std::vector<transport::NamedCounter> channel_counter_totals(const engine::Engine& engine, const coll::Executor* executor) {
+  std::vector<transport::NamedCounter> totals;
+  engine.add_counters(&totals);
+  if (executor != nullptr) executor->add_counters(&totals);
+  return totals;
+}
+
 TrafficStats CommunicatorImpl::traffic() const {
   TrafficStats t = engine_->traffic();
   if (executor_) executor_->add_traffic(&t);
+  // The fields TrafficStats kept from before transport_counters(), by the counters' names.
+  transport::ChannelCounters named;
+  for (const transport::NamedCounter& c : channel_counter_totals(*engine_, executor_.get())) named.add(c.name, c.value);
+  t.packets_sent = named.get("packets_sent");
+  t.packets_received = named.get("packets_received");
+  t.packets_retransmitted = named.get("retransmitted");
+  t.packets_dropped_invalid = named.get("dropped_invalid");
+  t.packets_duplicate = named.get("duplicates");
   return t;
+}
+
+std::vector<TransportCounter> CommunicatorImpl::transport_counters() const {
+  std::vector<TransportCounter> out;
+  for (const transport::NamedCounter& c : channel_counter_totals(*engine_, executor_.get()))
+    out.push_back(TransportCounter{transport() + "." + c.name, c.value});
+  return out;
 }
 
 Status CommunicatorImpl::check_usable(const char* what) const {

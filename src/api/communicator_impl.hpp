@@ -65,6 +65,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
 
   // Transport traffic of the engine's shards and the collective thread.
   TrafficStats traffic() const;
+  // The transport's own counters, named "<transport>.<counter>".
+  std::vector<TransportCounter> transport_counters() const;
 
   // Dedicated aggregator: serve until every worker has left.
   Status serve();

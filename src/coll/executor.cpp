@@ -66,11 +66,6 @@ void Executor::add_traffic(TrafficStats* total) const noexcept {
       messages_sent_.load(std::memory_order_relaxed) + p2p_messages_sent_.load(std::memory_order_relaxed);
   total->messages_received +=
       messages_received_.load(std::memory_order_relaxed) + p2p_messages_received_.load(std::memory_order_relaxed);
-  total->packets_sent += packets_sent_.load(std::memory_order_relaxed);
-  total->packets_received += packets_received_.load(std::memory_order_relaxed);
-  total->packets_retransmitted += packets_retransmitted_.load(std::memory_order_relaxed);
-  total->packets_dropped_invalid += packets_dropped_invalid_.load(std::memory_order_relaxed);
-  total->packets_duplicate += packets_duplicate_.load(std::memory_order_relaxed);
 }
 
 bool Executor::can_run_here() const {
@@ -218,13 +213,8 @@ void Executor::complete(CollOp& op, const Status& status) {
   bytes_received_.fetch_add(peers_.bytes_received(), std::memory_order_relaxed);
   messages_sent_.fetch_add(peers_.messages_sent(), std::memory_order_relaxed);
   messages_received_.fetch_add(peers_.messages_received(), std::memory_order_relaxed);
-  // The channel's packet counters are cumulative; read here, by the thread that drives it.
-  const transport::ChannelCounters c = peers_.channel_counters();
-  packets_sent_.store(c.packets_sent, std::memory_order_relaxed);
-  packets_received_.store(c.packets_received, std::memory_order_relaxed);
-  packets_retransmitted_.store(c.retransmitted, std::memory_order_relaxed);
-  packets_dropped_invalid_.store(c.dropped_invalid, std::memory_order_relaxed);
-  packets_duplicate_.store(c.duplicates, std::memory_order_relaxed);
+  // The channel's own counters are cumulative; read here, by the thread that drives it.
+  channel_counters_.publish(peers_.channel_counters());
   std::shared_ptr<detail::RequestState> request = std::move(op.request);
   request->stats = OpStats{peers_.bytes_sent(), peers_.bytes_received(), 0, 0, op.algo};
   if (op.kind == CollKind::hybrid_allreduce) {

@@ -15,6 +15,7 @@
 #include "coll/peers.hpp"
 #include "engine/spsc_queue.hpp"
 #include "sparcoll/options.hpp"
+#include "transport/published_counters.hpp"
 
 namespace sparcoll::engine {
 class Engine;
@@ -50,6 +51,8 @@ class Executor {
   void drain();
   // Adds the collective channel's traffic so far (any thread).
   void add_traffic(TrafficStats* total) const noexcept;
+  // Adds the collective channel's own counters, by name (any thread).
+  void add_counters(std::vector<transport::NamedCounter>* totals) const { channel_counters_.add_to(totals); }
 
  private:
   void run();
@@ -102,8 +105,7 @@ class Executor {
   algo::CompressScratch compress_scratch_;
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0};
   // The collective channel's packet counters as of the last collective (packet transports).
-  std::atomic<std::uint64_t> packets_sent_{0}, packets_received_{0}, packets_retransmitted_{0},
-      packets_dropped_invalid_{0}, packets_duplicate_{0};
+  transport::PublishedCounters channel_counters_;  // the collective channel's own counters
   std::thread thread_;
 };
 

@@ -381,20 +381,10 @@ void Shard::fail_everything(const Status& reason) {
 
 void Shard::publish_channel_counters() noexcept {
   if (channel_ == nullptr) return;
-  const transport::ChannelCounters c = channel_->counters();
-  packets_sent_.store(c.packets_sent, std::memory_order_relaxed);
-  packets_received_.store(c.packets_received, std::memory_order_relaxed);
-  packets_retransmitted_.store(c.retransmitted, std::memory_order_relaxed);
-  packets_dropped_invalid_.store(c.dropped_invalid, std::memory_order_relaxed);
-  packets_duplicate_.store(c.duplicates, std::memory_order_relaxed);
+  channel_counters_.publish(channel_->counters());
 }
 
 void Shard::add_traffic(TrafficStats* total) const noexcept {
-  total->packets_sent += packets_sent_.load(std::memory_order_relaxed);
-  total->packets_received += packets_received_.load(std::memory_order_relaxed);
-  total->packets_retransmitted += packets_retransmitted_.load(std::memory_order_relaxed);
-  total->packets_dropped_invalid += packets_dropped_invalid_.load(std::memory_order_relaxed);
-  total->packets_duplicate += packets_duplicate_.load(std::memory_order_relaxed);
   total->bytes_sent += outbox_.bytes_sent();
   total->messages_sent += outbox_.messages_sent();
   total->bytes_received += bytes_received_.load(std::memory_order_relaxed);
@@ -474,6 +464,10 @@ TrafficStats Engine::traffic() const noexcept {
   TrafficStats total;
   for (const auto& s : shards_) s->add_traffic(&total);
   return total;
+}
+
+void Engine::add_counters(std::vector<transport::NamedCounter>* totals) const {
+  for (const auto& s : shards_) s->add_counters(totals);
 }
 
 Status Engine::broken_status() const {

@@ -20,6 +20,7 @@
 #include "engine/spsc_queue.hpp"
 #include "sparcoll/options.hpp"
 #include "transport/driver.hpp"
+#include "transport/published_counters.hpp"
 
 namespace sparcoll::engine {
 
@@ -46,6 +47,8 @@ class Shard {
   void hand_over(OpState* op);
   std::uint32_t worker_lanes() const noexcept { return worker_.lanes_here(); }
   void add_traffic(TrafficStats* total) const noexcept;
+  // Adds its channel's own counters, by name (any thread).
+  void add_counters(std::vector<transport::NamedCounter>* totals) const { channel_counters_.add_to(totals); }
   // For the co-located aggregator: this process's own worker state of an op, or null.
   static OpState* find_local_op(void* shard, std::uint32_t op_id);
 
@@ -87,11 +90,10 @@ class Shard {
   int wake_fd_ = -1;
   void event_wait();
   std::uint64_t rounds_ = 0;
-  // The channel's packet counters, copied here by this shard's thread (a channel is single-
-  // threaded; traffic() reads these from any thread).
+  // The channel's own counters, copied here by this shard's thread (a channel is single-
+  // threaded; add_counters() reads them from any thread).
   void publish_channel_counters() noexcept;
-  std::atomic<std::uint64_t> packets_sent_{0}, packets_received_{0}, packets_retransmitted_{0},
-      packets_dropped_invalid_{0}, packets_duplicate_{0};
+  transport::PublishedCounters channel_counters_;
   std::atomic<std::uint64_t> bytes_received_{0};
   std::atomic<std::uint64_t> messages_received_{0};
 };
@@ -122,6 +124,8 @@ class Engine {
   bool broken() const noexcept { return broken_.load(std::memory_order_acquire); }
   Status broken_status() const;
   TrafficStats traffic() const noexcept;
+  // The channels' own counters (transport/driver.hpp: ChannelCounters), summed by name.
+  void add_counters(std::vector<transport::NamedCounter>* totals) const;
 
  private:
   friend class Shard;

@@ -40,14 +40,29 @@ struct ReceivedMessage {
 
 enum class SendResult : std::uint8_t { ok, no_resource, error };
 
-// What a packet driver (dpdk) counts per channel; other drivers report zeros.
+// What a driver counts on a channel beyond the bytes and messages the core counts itself (dpdk:
+// frames, resends, drops), as named cumulative values. The names are the driver's (string
+// literals, the same set on every channel of a driver, documented with the driver); the core
+// sums them by name over the process's channels and reports them with the driver's name in
+// front (Communicator::transport_counters()). Drivers with nothing to count report none.
+struct NamedCounter {
+  const char* name = nullptr;
+  std::uint64_t value = 0;
+};
+inline constexpr std::uint32_t kMaxChannelCounters = 8;
 struct ChannelCounters {
-  std::uint64_t packets_sent = 0;      // frames the device took (data and control)
-  std::uint64_t packets_received = 0;  // frames that reached validation
-  std::uint64_t retransmitted = 0;     // data frames sent again (the loss hook's drops included)
-  std::uint64_t dropped_invalid = 0;   // frames that failed validation, freed unseen
-  std::uint64_t duplicates = 0;        // data frames that had arrived already
-  std::uint64_t dropped_by_hook = 0;   // data transmissions SPARCOLL_DPDK_DROP_EVERY suppressed
+  std::uint32_t count = 0;
+  NamedCounter items[kMaxChannelCounters];
+  // Appends a counter; beyond kMaxChannelCounters it is dropped (a driver's fixed set fits).
+  void add(const char* name, std::uint64_t value) noexcept {
+    if (count < kMaxChannelCounters) items[count++] = NamedCounter{name, value};
+  }
+  // The value of counter `name`, 0 when this channel has no such counter.
+  std::uint64_t get(std::string_view name) const noexcept {
+    for (std::uint32_t i = 0; i < count; ++i)
+      if (name == items[i].name) return items[i].value;
+    return 0;
+  }
 };
 
 // User memory a driver may read in place (zero-copy) instead of copying it: what
@@ -88,7 +103,7 @@ class Channel {
   virtual int wait_fd() { return -1; }
   virtual void arm() {}
   virtual const Status& error() const = 0;
-  // Packet and loss counters of this channel (drivers without packets keep the zeros).
+  // This channel's own counters (see ChannelCounters); none by default.
   virtual ChannelCounters counters() const { return {}; }
   // True when this channel can read every peer's memory in place (read_peer_memory): the shm
   // driver's peers are processes of this host, whose memory process_vm_readv copies from (after

@@ -88,10 +88,12 @@ class DriverDelivery : public ::testing::TestWithParam<Delivery> {
 class DriverEvents : public DriverDelivery {};
 class DriverZeroCopy : public DriverDelivery {};
 
-ChannelCounters sum(const ChannelCounters& a, const ChannelCounters& b) {
-  return ChannelCounters{a.packets_sent + b.packets_sent,         a.packets_received + b.packets_received,
-                         a.retransmitted + b.retransmitted,       a.dropped_invalid + b.dropped_invalid,
-                         a.duplicates + b.duplicates,             a.dropped_by_hook + b.dropped_by_hook};
+// Counter `name` summed over every channel of every process.
+std::uint64_t total(DriverCluster& cluster, const char* name) {
+  std::uint64_t sum = 0;
+  for (std::uint32_t i = 0; i < cluster.config().processes; ++i)
+    for (std::uint32_t c = 0; c < cluster.config().channels; ++c) sum += cluster.driver(i).channel(c).counters().get(name);
+  return sum;
 }
 
 TEST_P(DriverDelivery, EveryMessageArrivesOnceInOrderThenChannelsFlush) {
@@ -99,20 +101,21 @@ TEST_P(DriverDelivery, EveryMessageArrivesOnceInOrderThenChannelsFlush) {
   Status started = start(cluster);
   ASSERT_TRUE(started.ok()) << started.to_string();
   exchange_all(cluster, 2000);
-  ChannelCounters total;
-  for (std::uint32_t i = 0; i < 3; ++i)
-    for (std::uint32_t c = 0; c < 2; ++c) total = sum(total, cluster.driver(i).channel(c).counters());
-  EXPECT_EQ(total.dropped_invalid, 0u);
+  // A driver that recovers loss counts its resends and its loss hook's drops under these names
+  // (ChannelCounters); the others have no such counters (0).
+  EXPECT_EQ(total(cluster, "dropped_invalid"), 0u);
   const std::uint32_t every = GetParam().drop_every;
+  const std::uint64_t dropped = total(cluster, "dropped_by_hook");
+  const std::uint64_t retransmitted = total(cluster, "retransmitted");
   if (every == 0) {
-    EXPECT_EQ(total.dropped_by_hook, 0u);
+    EXPECT_EQ(dropped, 0u);
     return;
   }
-  EXPECT_GT(total.dropped_by_hook, 0u);
-  EXPECT_GE(total.retransmitted, total.dropped_by_hook) << "every hook drop is recovered by a retransmission";
+  EXPECT_GT(dropped, 0u);
+  EXPECT_GE(retransmitted, dropped) << "every hook drop is recovered by a retransmission";
   // About one data transmission in N is dropped.
-  const std::uint64_t data_tx = 2000 * 2 * 2 * 3 + total.retransmitted;
-  EXPECT_NEAR(static_cast<double>(total.dropped_by_hook), static_cast<double>(data_tx) / every,
+  const std::uint64_t data_tx = 2000 * 2 * 2 * 3 + retransmitted;
+  EXPECT_NEAR(static_cast<double>(dropped), static_cast<double>(data_tx) / every,
               static_cast<double>(data_tx) / every * 0.05 + 12);
 }
 
@@ -255,8 +258,8 @@ TEST_P(DriverZeroCopy, SendsReadUserMemoryUntilReleased) {
   }
   const ChannelCounters c = tx.counters();
   if (GetParam().drop_every != 0) {
-    EXPECT_GT(c.dropped_by_hook, 0u);
-    EXPECT_GE(c.retransmitted, c.dropped_by_hook);
+    EXPECT_GT(c.get("dropped_by_hook"), 0u);
+    EXPECT_GE(c.get("retransmitted"), c.get("dropped_by_hook"));
   }
 
   // A message wholly outside the registration is copied: nothing to release.

@@ -180,7 +180,9 @@ TEST(DriverTcp, ConnectionsWithinTheHostNeverUseAPacingCongestionControl) {
   const std::string system = system_congestion();
   for (const std::string& name : names) {
     EXPECT_NE(name.rfind("bbr", 0), 0u) << "a same-host connection uses " << name;
-    if (system.rfind("bbr", 0) != 0) EXPECT_EQ(name, system) << "auto changed a non-pacing " << system;
+    if (system.rfind("bbr", 0) != 0) {
+      EXPECT_EQ(name, system) << "auto changed a non-pacing " << system;
+    }
   }
 }
 

@@ -240,9 +240,15 @@ int main(int argc, char** argv) {
                                 static_cast<std::int32_t>(t.packets_dropped_invalid),
                                 static_cast<std::int32_t>(t.packets_duplicate)};
       comm.allreduce(counts, counts, 4, sparcoll::DataType::i32, sparcoll::ReduceOp::sum);
-      if (comm.rank() == 0)
+      if (comm.rank() == 0) {
         std::printf("traffic (all ranks): packets_sent=%d retransmitted=%d dropped_invalid=%d duplicates=%d \n", counts[0],
                     counts[1], counts[2], counts[3]);
+        // The same counters as the transport names them, rank 0's own.
+        std::printf("transport counters (rank 0):");
+        for (const sparcoll::TransportCounter& c : comm.transport_counters())
+          std::printf(" %s=%llu", c.name.c_str(), static_cast<unsigned long long>(c.value));
+        std::printf(" \n");
+      }
     }
     if (comm.rank() == 0)
       std::printf("sparcoll-check: %zu cases passed on %d ranks over %s\n", passed, comm.size(),

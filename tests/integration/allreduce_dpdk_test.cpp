@@ -89,6 +89,10 @@ TEST_F(AllreduceDpdk, DropEverySeventhFrameStillExact) {
                      {"SPARCOLL_DPDK_DROP_EVERY=7"});
   EXPECT_NE(r.out.find(" retransmitted="), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find(" retransmitted=0 "), std::string::npos) << "no frame was resent:\n" << r.out;
+  // The driver's own counters, by their names (Communicator::transport_counters()).
+  EXPECT_NE(r.out.find(" dpdk.retransmitted="), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" dpdk.retransmitted=0 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" dpdk.dropped_by_hook="), std::string::npos) << r.out;
 }
 
 TEST_F(AllreduceDpdk, DropEveryThirdFrameWithDedicatedAggregators) {

@@ -228,6 +228,18 @@ TEST_P(AllreduceTransport, LargeTensorsWithOddTail) {
                            "0.001,0.1,1", "--patterns", "random", "--inflight", "2"}));
 }
 
+// shm and tcp keep no counters of their own: transport_counters() is empty and TrafficStats's
+// packet fields stay zero (dpdk's are checked in allreduce_dpdk_test.cpp).
+TEST_P(AllreduceTransport, NoTransportCountersWhereTheTransportKeepsNone) {
+  const LaunchResult r = run_check(2, GetParam(), 0, {"--sizes", "1000", "--dtypes", "f32", "--ops", "sum", "--densities",
+                                                      "0.5", "--traffic"});
+  expect_passed(r);
+  EXPECT_NE(r.out.find("traffic (all ranks): packets_sent=0 retransmitted=0 dropped_invalid=0 duplicates=0 \n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("transport counters (rank 0): \n"), std::string::npos) << r.out;
+}
+
 TEST_P(AllreduceTransport, OneDedicatedAggregatorServesEveryLane) {
   expect_passed(run_check(3, GetParam(), 1,
                           {"--sizes", "1,257,100003", "--dtypes", "f32,i32", "--ops", "sum,min", "--densities",
