@@ -29,10 +29,10 @@ constexpr std::uint32_t kUnfoldTag = 64;
 
 }  // namespace
 
-Status block_recursive_doubling_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count,
+Status block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
                                           DataType dtype, ReduceOp op, std::uint32_t block_elems, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const BlockGeometry g{count, block_elems, coll::acc_type_of(dtype)};
+  const BlockGeometry g{count, block_elems, p2p::acc_type_of(dtype)};
   if (g.blocks() > UINT32_MAX)
     return Status(ErrorCode::invalid_argument, peers.what() + ": " + std::to_string(count) + " elements make " +
                                                    std::to_string(g.blocks()) +

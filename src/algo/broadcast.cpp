@@ -31,7 +31,7 @@ struct Ack {
 
 }  // namespace
 
-Status tree_broadcast(coll::Peers& peers, void* buffer, std::size_t bytes, std::uint32_t root) {
+Status tree_broadcast(p2p::Peers& peers, void* buffer, std::size_t bytes, std::uint32_t root) {
   const std::uint32_t n = peers.size();
   const std::uint32_t vr = (peers.rank() + n - root) % n;  // rank relative to the root
   auto real = [n, root](std::uint32_t v) { return (v + root) % n; };

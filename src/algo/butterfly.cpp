@@ -18,10 +18,10 @@ namespace {
 constexpr std::uint32_t kTagFold = 0, kTagHalving = 1, kTagDoubling = 64, kTagUnfold = 128;
 }  // namespace
 
-Status butterfly_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+Status butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                            ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const DataType acc_type = coll::acc_type_of(dtype);
+  const DataType acc_type = p2p::acc_type_of(dtype);
   const std::size_t esize = dtype_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
   const std::size_t es = block::acc_size(acc_type);

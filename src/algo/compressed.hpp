@@ -11,7 +11,7 @@
 #include "algo/compress/threshold_estimator.hpp"
 #include "algo/compress/topk.hpp"
 #include "algo/p2p_algorithms.hpp"
-#include "coll/peers.hpp"
+#include "p2p/peers.hpp"
 #include "sparcoll/compression.hpp"
 
 namespace sparcoll::algo {
@@ -66,20 +66,20 @@ struct CompressedCall {
 };
 
 // Ok-Topk (oktopk.cpp). Requires c.values == f32.
-Status oktopk_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s);
+Status oktopk_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s);
 // topk_allgather, topk_dense and none (topk_ef.cpp).
-Status topk_ef_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch);
+Status topk_ef_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch);
 
 // The first step of every compressed call, before any state of the tensor changes: every rank
 // sends every other its (n, k, algo, values, tau, tau', calls) and checks they agree. A rank
 // whose arguments were invalid sends an abort instead, so a call that fails on one rank fails
 // on all of them before any residual, threshold or boundary moves (and a later call finds the
 // tensors alike everywhere). One latency per call; a differing field is a mismatch naming it.
-Status agree_call(coll::Peers& peers, std::uint32_t tag, CompressedCall& call, CompressScratch& s);
+Status agree_call(p2p::Peers& peers, std::uint32_t tag, CompressedCall& call, CompressScratch& s);
 
 // A message of every rank to every other rank in one step: sends `bytes` from `data` to each
 // peer and receives each peer's message of at most max_bytes into rx[peer] (rx[rank] untouched).
-void post_all_to_all(coll::Peers& peers, std::uint32_t tag, const void* data, std::size_t bytes,
+void post_all_to_all(p2p::Peers& peers, std::uint32_t tag, const void* data, std::size_t bytes,
                      std::vector<std::vector<std::byte>>& rx, std::size_t max_bytes);
 
 }  // namespace sparcoll::algo

@@ -31,7 +31,7 @@ constexpr std::size_t kPieceElems = 32 * 1024;
 constexpr std::size_t kCopyBytes = std::size_t{1} << 20;
 
 // Posts one small message to every peer and a receive from every peer, then waits.
-Status exchange(coll::Peers& peers, std::uint32_t tag, const void* mine, void* theirs, std::size_t bytes) {
+Status exchange(p2p::Peers& peers, std::uint32_t tag, const void* mine, void* theirs, std::size_t bytes) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   auto* out = static_cast<std::byte*>(theirs);
   for (std::uint32_t p = 0; p < n; ++p) {
@@ -44,7 +44,7 @@ Status exchange(coll::Peers& peers, std::uint32_t tag, const void* mine, void* t
 
 }  // namespace
 
-Status direct_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+Status direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                         ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::size_t esize = dtype_size(dtype);

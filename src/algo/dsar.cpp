@@ -54,10 +54,10 @@ void reduce_into_dense(SparseSpan piece, std::uint64_t begin, std::size_t len, D
 
 }  // namespace
 
-Status dsar_split_allgather(coll::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+Status dsar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
                             const SparseOutput& out, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const DataType acc_type = coll::acc_type_of(dtype);
+  const DataType acc_type = p2p::acc_type_of(dtype);
   const std::size_t esize = dtype_size(dtype);
   SparseScratch& s = scratch.sparse;
   if (Status st = split::exchange(peers, local, dim, acc_type, s); !st.ok()) return st;

@@ -1,4 +1,4 @@
-// Ok-Topk sparse allreduce (Li & Hoefler, PPoPP'22; research notes §3.2), on coll::Peers.
+// Ok-Topk sparse allreduce (Li & Hoefler, PPoPP'22; research notes §3.2), on p2p::Peers.
 //
 //   0. acc = grad + residual (the residual buffer itself).
 //   1. local selection: |acc| >= th_l, th_l exact every tau calls and adapted in between
@@ -42,7 +42,7 @@ constexpr int kGlobalRetries = 4;      // raises before an exact bisection
 Status mismatch(std::string what) { return Status(ErrorCode::mismatch, "oktopk: " + std::move(what)); }
 
 // Sends this rank's `words` u64 to every peer and gathers everyone's into counts[r * words ...].
-Status exchange_u64(coll::Peers& peers, std::uint32_t tag, const std::uint64_t* mine, std::size_t words,
+Status exchange_u64(p2p::Peers& peers, std::uint32_t tag, const std::uint64_t* mine, std::size_t words,
                     CompressScratch& s, CompressedCall& call) {
   const std::uint32_t P = peers.size(), me = peers.rank();
   s.counts.resize(std::size_t{P} * words);
@@ -60,7 +60,7 @@ Status exchange_u64(coll::Peers& peers, std::uint32_t tag, const std::uint64_t* 
 }
 
 // The number of entries with |v| >= threshold over every rank's region (exchanged).
-Status global_count(coll::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len, float threshold,
+Status global_count(p2p::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len, float threshold,
                     CompressScratch& s, CompressedCall& call, std::uint64_t* total) {
   std::size_t c = 0;
   if (Status st = compress::count_above(region, len, threshold, &c); !st.ok()) return st;
@@ -74,7 +74,7 @@ Status global_count(coll::Peers& peers, std::uint32_t& tag, const float* region,
 // Exact global threshold: the smallest positive float t with at most k entries |v| >= t over all
 // regions (so exactly the top-k, fewer only when entries tie at the k-th magnitude). Bisection
 // over the bit patterns of positive floats (ordered like the floats): 31 count exchanges.
-Status exact_global_threshold(coll::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len,
+Status exact_global_threshold(p2p::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len,
                               std::size_t k, CompressScratch& s, CompressedCall& call, float* out) {
   std::uint32_t lo = 1, hi = 0x7f800000u;  // denorm_min .. +inf
   while (lo < hi) {
@@ -98,7 +98,7 @@ namespace {
 
 // One call's state as it goes through the steps below.
 struct OkTopk {
-  coll::Peers& peers;
+  p2p::Peers& peers;
   CompressedCall& call;
   CompressScratch& s;
   CompressedTensor& t;
@@ -347,7 +347,7 @@ Status update_residual(OkTopk& o) {
 
 }  // namespace
 
-Status oktopk_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s) {
+Status oktopk_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s) {
   OkTopk o{peers, call, s, *call.tensor};
   o.P = peers.size();
   o.me = peers.rank();

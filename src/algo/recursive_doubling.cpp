@@ -23,10 +23,10 @@ constexpr std::uint32_t kUnfoldTag = 64;
 
 }  // namespace
 
-Status recursive_doubling_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count,
+Status recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
                                     DataType dtype, ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const DataType acc_type = coll::acc_type_of(dtype);
+  const DataType acc_type = p2p::acc_type_of(dtype);
   const std::size_t acc_bytes = count * block::acc_size(acc_type);
   if (scratch.acc.size() < acc_bytes) scratch.acc.resize(acc_bytes);
   if (scratch.tmp.size() < acc_bytes) scratch.tmp.resize(acc_bytes);

@@ -16,7 +16,7 @@ std::uint32_t mod(std::int64_t x, std::uint32_t n) { return static_cast<std::uin
 // Reduce-scatter over accumulators `acc` (count elements of acc_type). At step s rank r sends
 // chunk (r - s + shift) and reduces chunk (r - s - 1 + shift) received from its left; after
 // n-1 steps it owns chunk (r + 1 + shift), fully reduced. Tags [tag0, tag0 + n-1).
-Status reduce_scatter_phase(coll::Peers& peers, std::byte* acc, std::size_t count, DataType acc_type, ReduceOp op,
+Status reduce_scatter_phase(p2p::Peers& peers, std::byte* acc, std::size_t count, DataType acc_type, ReduceOp op,
                             std::int64_t shift, std::uint32_t tag0) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::uint32_t right = (r + 1) % n, left = (r + n - 1) % n;
@@ -33,7 +33,7 @@ Status reduce_scatter_phase(coll::Peers& peers, std::byte* acc, std::size_t coun
 }
 
 // Allgather of byte chunks: rank r starts with chunk (r + shift) complete in `buf`.
-Status allgather_phase(coll::Peers& peers, std::byte* buf, std::size_t count, std::size_t elem, std::int64_t shift,
+Status allgather_phase(p2p::Peers& peers, std::byte* buf, std::size_t count, std::size_t elem, std::int64_t shift,
                        std::uint32_t tag0) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::uint32_t right = (r + 1) % n, left = (r + n - 1) % n;
@@ -58,10 +58,10 @@ std::byte* accumulators(void* recv, std::size_t count, DataType dtype, Scratch& 
 
 }  // namespace
 
-Status ring_allreduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+Status ring_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                       ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const DataType acc_type = coll::acc_type_of(dtype);
+  const DataType acc_type = p2p::acc_type_of(dtype);
   std::byte* acc = accumulators(recv, count, dtype, scratch);
   if (acc != send) block::acc_load(dtype, send, acc, count);
   if (n > 1) {
@@ -76,7 +76,7 @@ Status ring_allreduce(coll::Peers& peers, const void* send, void* recv, std::siz
   return allgather_phase(peers, static_cast<std::byte*>(recv), count, esize, 1, n - 1);
 }
 
-Status ring_reduce_scatter(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+Status ring_reduce_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                            ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::size_t total = count * n, es = block::acc_size(dtype);
@@ -84,7 +84,7 @@ Status ring_reduce_scatter(coll::Peers& peers, const void* send, void* recv, std
   std::byte* acc = scratch.acc.data();
   block::acc_load(dtype, send, acc, total);
   if (n > 1) {
-    if (Status s = reduce_scatter_phase(peers, acc, total, coll::acc_type_of(dtype), op, -1, 0); !s.ok()) return s;
+    if (Status s = reduce_scatter_phase(peers, acc, total, p2p::acc_type_of(dtype), op, -1, 0); !s.ok()) return s;
   }
   block::acc_store(dtype, op, acc + std::size_t{r} * count * es, count, n, recv);
   return Status();
@@ -95,7 +95,7 @@ Status ring_reduce_scatter(coll::Peers& peers, const void* send, void* recv, std
 // no rank returns success unless every rank took part alike, and a root that differs across
 // ranks is a mismatch in the first ring step (every fragment carries its sender's root).
 // Bandwidth-optimal like the ring allreduce, with half its steps.
-Status ring_reduce(coll::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+Status ring_reduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                    std::uint32_t root, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::size_t esize = dtype_size(dtype), es = block::acc_size(dtype);
@@ -103,7 +103,7 @@ Status ring_reduce(coll::Peers& peers, const void* send, void* recv, std::size_t
   std::byte* acc = scratch.acc.data();
   block::acc_load(dtype, send, acc, count);
   if (n > 1) {
-    if (Status s = reduce_scatter_phase(peers, acc, count, coll::acc_type_of(dtype), op, -1, 0); !s.ok()) return s;
+    if (Status s = reduce_scatter_phase(peers, acc, count, p2p::acc_type_of(dtype), op, -1, 0); !s.ok()) return s;
   }
   const std::uint32_t data_tag = n - 1, commit_tag = n;
   const std::size_t b = chunk_begin(count, n, r), e = chunk_begin(count, n, r + 1);
@@ -127,7 +127,7 @@ Status ring_reduce(coll::Peers& peers, const void* send, void* recv, std::size_t
   return peers.wait();
 }
 
-Status ring_allgather(coll::Peers& peers, const void* send, void* recv, std::size_t bytes) {
+Status ring_allgather(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   auto* out = static_cast<std::byte*>(recv);
   if (bytes != 0 && out + std::size_t{r} * bytes != send) std::memmove(out + std::size_t{r} * bytes, send, bytes);

@@ -25,12 +25,12 @@ constexpr std::uint32_t kDataTag = 2;
 constexpr std::uint32_t kCommitTag = 3;
 
 // A non-root rank's end: post the root's commit, wait for everything posted.
-Status await_commit(coll::Peers& peers, std::uint32_t root) {
+Status await_commit(p2p::Peers& peers, std::uint32_t root) {
   peers.recv(root, kCommitTag, nullptr, 0);
   return peers.wait();
 }
 
-Status send_commits(coll::Peers& peers, std::uint32_t root) {
+Status send_commits(p2p::Peers& peers, std::uint32_t root) {
   for (std::uint32_t p = 0; p < peers.size(); ++p)
     if (p != root) peers.send(p, kCommitTag, nullptr, 0);
   return peers.wait();
@@ -38,7 +38,7 @@ Status send_commits(coll::Peers& peers, std::uint32_t root) {
 
 }  // namespace
 
-Status direct_gather(coll::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root) {
+Status direct_gather(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   if (r != root) {
     peers.send(root, kDataTag, send, bytes);
@@ -56,7 +56,7 @@ Status direct_gather(coll::Peers& peers, const void* send, void* recv, std::size
   return send_commits(peers, root);
 }
 
-Status direct_scatter(coll::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root,
+Status direct_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root,
                       Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::uint64_t mine = bytes;
@@ -83,7 +83,7 @@ Status direct_scatter(coll::Peers& peers, const void* send, void* recv, std::siz
   return send_commits(peers, root);
 }
 
-Status direct_all_to_all(coll::Peers& peers, const std::byte* send, const std::size_t* send_bytes,
+Status direct_all_to_all(p2p::Peers& peers, const std::byte* send, const std::size_t* send_bytes,
                          const std::size_t* send_offsets, std::byte* recv, const std::size_t* recv_bytes,
                          const std::size_t* recv_offsets) {
   const std::uint32_t n = peers.size(), r = peers.rank();

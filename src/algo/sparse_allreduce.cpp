@@ -7,7 +7,7 @@ namespace sparcoll::algo {
 
 namespace {
 
-Status run(coll::Peers& peers, Algorithm algo, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+Status run(p2p::Peers& peers, Algorithm algo, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
            const SparseOutput& out, Scratch& scratch) {
   switch (algo) {
     case Algorithm::ssar_recursive_doubling:
@@ -22,14 +22,14 @@ Status run(coll::Peers& peers, Algorithm algo, SparseVector& local, std::size_t 
 
 }  // namespace
 
-Status sparse_allreduce_dense(coll::Peers& peers, Algorithm algo, const void* send, void* recv, std::size_t count,
+Status sparse_allreduce_dense(p2p::Peers& peers, Algorithm algo, const void* send, void* recv, std::size_t count,
                               DataType dtype, ReduceOp op, Scratch& scratch) {
   SparseVector& local = scratch.sparse.local;
   dense_to_sparse(send, 0, count, dtype, &local, &scratch.sparse.bits);
   return run(peers, algo, local, count, dtype, op, SparseOutput{recv, nullptr}, scratch);
 }
 
-Status sparse_allreduce(coll::Peers& peers, Algorithm algo, SparseVector& entries, std::size_t dim, DataType dtype,
+Status sparse_allreduce(p2p::Peers& peers, Algorithm algo, SparseVector& entries, std::size_t dim, DataType dtype,
                         ReduceOp op, SparseResult* result, Scratch& scratch) {
   result->dim = dim;
   result->dtype = dtype;

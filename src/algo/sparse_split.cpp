@@ -9,7 +9,7 @@ namespace sparcoll::algo::split {
 namespace {
 constexpr std::uint32_t kTagSplit = 0, kTagGather = 1;
 
-Status bad_message(const coll::Peers& peers, std::uint32_t from, const char* step, const std::string& problem,
+Status bad_message(const p2p::Peers& peers, std::uint32_t from, const char* step, const std::string& problem,
                    bool range_differs) {
   // A different range means a different dim on that rank: a usage error every rank fails on,
   // not a corrupt stream.
@@ -18,7 +18,7 @@ Status bad_message(const coll::Peers& peers, std::uint32_t from, const char* ste
 }
 }  // namespace
 
-Status exchange(coll::Peers& peers, const SparseVector& local, std::size_t dim, DataType acc_type, SparseScratch& s) {
+Status exchange(p2p::Peers& peers, const SparseVector& local, std::size_t dim, DataType acc_type, SparseScratch& s) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   s.in.resize(n);
   s.out.resize(n);
@@ -51,7 +51,7 @@ Status exchange(coll::Peers& peers, const SparseVector& local, std::size_t dim, 
   return Status();
 }
 
-Status gather(coll::Peers& peers, std::size_t dim, DataType dtype, const SparseOutput& out, SparseScratch& s) {
+Status gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOutput& out, SparseScratch& s) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::size_t esize = dtype_size(dtype);
   s.in.resize(n);

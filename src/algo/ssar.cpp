@@ -24,10 +24,10 @@ namespace {
 constexpr std::uint32_t kTagFold = 0, kTagRound = 1, kTagUnfold = 64;
 }  // namespace
 
-Status ssar_recursive_doubling(coll::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype,
+Status ssar_recursive_doubling(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype,
                                ReduceOp op, const SparseOutput& out, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const DataType acc_type = coll::acc_type_of(dtype);
+  const DataType acc_type = p2p::acc_type_of(dtype);
   SparseScratch& s = scratch.sparse;
   s.in.resize(1);
   std::vector<std::byte>& received = s.in[0];
@@ -92,10 +92,10 @@ Status ssar_recursive_doubling(coll::Peers& peers, SparseVector& local, std::siz
   return Status();
 }
 
-Status ssar_split_allgather(coll::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+Status ssar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
                             const SparseOutput& out, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
-  const DataType acc_type = coll::acc_type_of(dtype);
+  const DataType acc_type = p2p::acc_type_of(dtype);
   SparseScratch& s = scratch.sparse;
   if (Status st = split::exchange(peers, local, dim, acc_type, s); !st.ok()) return st;
   // Merge the pieces of this rank's range in rank order.

@@ -75,7 +75,7 @@ Status encode(const CompressedCall& call, const float* v, std::size_t m, std::ui
 
 }  // namespace
 
-Status agree_call(coll::Peers& peers, std::uint32_t tag, CompressedCall& call, CompressScratch& s) {
+Status agree_call(p2p::Peers& peers, std::uint32_t tag, CompressedCall& call, CompressScratch& s) {
   const std::uint32_t P = peers.size(), me = peers.rank();
   if (P == 1) return Status();
   constexpr std::size_t W = 7;
@@ -101,7 +101,7 @@ Status agree_call(coll::Peers& peers, std::uint32_t tag, CompressedCall& call, C
   return Status();
 }
 
-void post_all_to_all(coll::Peers& peers, std::uint32_t tag, const void* data, std::size_t bytes,
+void post_all_to_all(p2p::Peers& peers, std::uint32_t tag, const void* data, std::size_t bytes,
                      std::vector<std::vector<std::byte>>& rx, std::size_t max_bytes) {
   rx.resize(peers.size());
   for (std::uint32_t p = 0; p < peers.size(); ++p) {
@@ -114,7 +114,7 @@ void post_all_to_all(coll::Peers& peers, std::uint32_t tag, const void* data, st
 namespace {
 
 // topk_dense: the top-k scattered into a zero tensor, which a dense allreduce sums.
-Status topk_dense_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch,
+Status topk_dense_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch,
                             const std::uint32_t* idx, const float* val) {
   CompressedTensor& t = *call.tensor;
   const std::size_t n = call.n, k = call.k;
@@ -159,7 +159,7 @@ Status keep_what_was_not_sent(CompressedCall& call, CompressScratch& s, float* a
 
 // out = every rank's message decoded and added in rank order (every rank adds the same values in
 // the same order); a message of another size or an index out of range is a mismatch.
-Status merge_in_rank_order(coll::Peers& peers, CompressedCall& call, CompressScratch& s, bool sparse, std::size_t m,
+Status merge_in_rank_order(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, bool sparse, std::size_t m,
                            std::size_t ibytes, std::size_t vbytes) {
   const std::uint32_t P = peers.size(), me = peers.rank();
   const std::size_t n = call.n, bytes = ibytes + vbytes;
@@ -193,7 +193,7 @@ Status merge_in_rank_order(coll::Peers& peers, CompressedCall& call, CompressScr
 
 }  // namespace
 
-Status topk_ef_allreduce(coll::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch) {
+Status topk_ef_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch) {
   CompressedTensor& t = *call.tensor;
   const std::uint32_t P = peers.size(), me = peers.rank();
   const std::size_t n = call.n, k = call.k;

@@ -10,8 +10,8 @@
 #include "block/bitmap.hpp"
 #include "block/reduce.hpp"
 #include "common/log.hpp"
-#include "engine/limits.hpp"
-#include "engine/op_scan.hpp"
+#include "block_sparse/limits.hpp"
+#include "block_sparse/op_scan.hpp"
 
 namespace sparcoll::detail {
 
@@ -19,7 +19,7 @@ namespace {
 
 // The processes this one exchanges messages with: workers talk to aggregators and back, and to
 // each other (the peer-to-peer collectives).
-std::vector<std::uint32_t> peers_of(const engine::JobLayout& layout) {
+std::vector<std::uint32_t> peers_of(const block_sparse::JobLayout& layout) {
   std::vector<std::uint32_t> peers;
   for (std::uint32_t p = 0; p < layout.processes(); ++p) {
     if (p == layout.self) continue;
@@ -79,11 +79,11 @@ Status CommunicatorImpl::create(const Options& options, std::shared_ptr<Communic
 Status CommunicatorImpl::setup(const Options& options) {
   Status s = options.validate();
   if (!s.ok()) return s;
-  if (options.block_elems + 0ull > 0 && options.max_message < engine::min_message_for(options.block_elems))
+  if (options.block_elems + 0ull > 0 && options.max_message < block_sparse::min_message_for(options.block_elems))
     return Status(ErrorCode::invalid_argument,
                   "max_message=" + std::to_string(options.max_message) + " (SPARCOLL_MAX_MESSAGE) cannot carry one block of " +
                       std::to_string(options.block_elems) + " elements (needs " +
-                      std::to_string(engine::min_message_for(options.block_elems)) + " bytes)");
+                      std::to_string(block_sparse::min_message_for(options.block_elems)) + " bytes)");
   options_ = options;
   log::Level level;
   if (log::parse_level(options_.log_level, &level)) log::set_level(level);  // code may have changed it
@@ -94,7 +94,7 @@ Status CommunicatorImpl::setup(const Options& options) {
   // (docs/algorithms.md, "hybrid"); every process joined with the same transport.
   if (options_.hybrid_dense_percent < 0) options_.hybrid_dense_percent = transport() == "shm" ? 40 : 65;
 
-  engine::EngineConfig cfg;
+  block_sparse::EngineConfig cfg;
   cfg.layout.workers = membership_.workers;
   cfg.layout.dedicated = membership_.dedicated;
   cfg.layout.self = membership_.self;
@@ -102,7 +102,7 @@ Status CommunicatorImpl::setup(const Options& options) {
   cfg.layout.threads = options_.threads;
   cfg.options = options_;
   cfg.job_epoch = membership_.job_epoch;
-  cfg.window_capacity = engine::window_capacity(options_.fusion, options_.block_elems, options_.max_message);
+  cfg.window_capacity = block_sparse::window_capacity(options_.fusion, options_.block_elems, options_.max_message);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const bool oversubscribed = std::uint64_t{membership_.local_processes} * options_.threads > cores;
   cfg.yield_when_waiting = options_.poll_mode == "yield" || (options_.poll_mode == "auto" && oversubscribed);
@@ -127,21 +127,21 @@ Status CommunicatorImpl::setup(const Options& options) {
     // and result chunks are sized to what every channel accepts.
     std::uint32_t limit = options_.max_message;
     for (std::uint32_t c = 0; c < options_.threads; ++c) limit = std::min(limit, driver_->channel(c).max_message());
-    if (limit < engine::min_message_for(options_.block_elems))
+    if (limit < block_sparse::min_message_for(options_.block_elems))
       return Status(ErrorCode::invalid_argument,
                     "the " + membership_.transport + " transport carries at most " + std::to_string(limit) +
                         " bytes per message, too few for one block of " + std::to_string(options_.block_elems) +
                         " elements (SPARCOLL_BLOCK_ELEMS): use smaller blocks or a larger MTU");
     if (limit < options_.max_message) {
       cfg.options.max_message = limit;
-      cfg.window_capacity = engine::window_capacity(options_.fusion, options_.block_elems, limit);
+      cfg.window_capacity = block_sparse::window_capacity(options_.fusion, options_.block_elems, limit);
     }
   }
   SC_LOG_INFO("joined: %u workers, %u dedicated aggregators, transport %s, %u lanes, window %u blocks%s",
               membership_.workers, membership_.dedicated, membership_.transport.c_str(), options_.lanes,
               cfg.window_capacity, cfg.yield_when_waiting ? ", yielding (more busy threads than cores)" : "");
   const bool yield = cfg.yield_when_waiting;
-  engine_ = std::make_unique<engine::Engine>(std::move(cfg), driver_.get());
+  engine_ = std::make_unique<block_sparse::Engine>(std::move(cfg), driver_.get());
   engine_->start();
   if (options_.role == Role::worker)
     executor_ = std::make_unique<coll::Executor>(driver_ ? &driver_->channel(options_.threads) : nullptr,
@@ -156,7 +156,7 @@ void CommunicatorImpl::shutdown() {
   if (engine_) {
     // Every op must be finished before the peers are told we are leaving.
     for (std::uint32_t i = 0; i < engine_->slot_count(); ++i) {
-      engine::OpState& op = engine_->slot(i);
+      block_sparse::OpState& op = engine_->slot(i);
       while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
     }
   }
@@ -200,7 +200,7 @@ Status CommunicatorImpl::iallreduce_block_sparse(const void* send, void* recv, s
                                                  ReduceOp op, std::shared_ptr<RequestState>* out) {
   if (engine_->broken())
     return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
-  engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, check_arguments(send, recv, count, dtype, op));
+  block_sparse::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, check_arguments(send, recv, count, dtype, op));
   state.request = std::make_shared<RequestState>();
   *out = state.request;
   engine_->submit(&state);
@@ -209,11 +209,11 @@ Status CommunicatorImpl::iallreduce_block_sparse(const void* send, void* recv, s
 
 // The next op slot, waited for and filled: arguments, geometry, and the bitmap from one scan of
 // the send buffer (or the abort a bad argument or a failed allocation turns into).
-engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype,
+block_sparse::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype,
                                                         ReduceOp op, const std::string& problem, bool scan) {
   const std::uint32_t op_id = next_op_id_++;
 
-  engine::OpState& state = engine_->slot(op_id);
+  block_sparse::OpState& state = engine_->slot(op_id);
   while (state.busy.load(std::memory_order_acquire) != 0) state.busy.wait(1, std::memory_order_acquire);
 
   state.op_id = op_id;
@@ -233,7 +233,7 @@ engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* 
                         (!reduce_op_is_bitwise(op) || state.geometry.dtype == DataType::i32)
                     ? op
                     : ReduceOp::sum;
-  state.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  state.deadline = block_sparse::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   state.failed.store(false, std::memory_order_relaxed);
   state.error = Status();
   if (!state.abort) {
@@ -243,7 +243,7 @@ engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* 
     try {
       const std::size_t nblocks = block::block_count(count, options_.block_elems);
       state.bitmap.assign(block::bitmap_words(nblocks) + 1, 0);  // +1: never empty, so data() is valid
-      if (scan) engine::scan_op_blocks(state, count, 0, nblocks, &signed_zero_);
+      if (scan) block_sparse::scan_op_blocks(state, count, 0, nblocks, &signed_zero_);
     } catch (const std::bad_alloc&) {
       state.abort = true;
       state.abort_code = ErrorCode::no_resource;
@@ -265,9 +265,9 @@ engine::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, void* 
         break;
       }
   }
-  state.lanes.assign(options_.lanes, engine::WorkerLane{});
+  state.lanes.assign(options_.lanes, block_sparse::WorkerLane{});
   state.scratch.resize(std::size_t{options_.lanes} *
-                       algo::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
+                       block_sparse::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
   state.stripe_blocks = 0;
   state.dense_stripes.clear();
   state.wake_raw = false;
@@ -282,7 +282,7 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
                                            std::shared_ptr<RequestState>* out, bool caller_waits) {
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
   const std::string problem = check_arguments(send, recv, count, dtype, op);
-  engine::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, problem, /*scan=*/false);
+  block_sparse::OpState& state = prepare_block_sparse(send, recv, count, dtype, op, problem, /*scan=*/false);
   state.busy.store(1, std::memory_order_release);  // reserved until the collective thread hands it over or gives it back
   coll::CollOp& c = executor_->next_slot();
   c.kind = coll::CollKind::hybrid_allreduce;
@@ -334,7 +334,7 @@ Status CommunicatorImpl::deregister_buffer(const void* buffer) {
     const RegisteredBuffer& entry = registered_[i];
     if (entry.base != buffer) continue;
     for (std::uint32_t slot = 0; slot < engine_->slot_count(); ++slot) {
-      const engine::OpState& op = engine_->slot(slot);
+      const block_sparse::OpState& op = engine_->slot(slot);
       if (op.busy.load(std::memory_order_acquire) != 0 && op.send >= entry.base && op.send < entry.base + entry.bytes)
         return Status(ErrorCode::invalid_argument, "deregister_buffer: op " + std::to_string(op.op_id) +
                                                        " still sends from " + hex(buffer) +
@@ -398,7 +398,7 @@ bool overlaps(const void* a, std::size_t abytes, const void* b, std::size_t bbyt
 }  // namespace
 
 // The channels' own counters (the engine's shards and the collective thread), summed by name.
-static std::vector<transport::NamedCounter> channel_counter_totals(const engine::Engine& engine, const coll::Executor* executor) {
+static std::vector<transport::NamedCounter> channel_counter_totals(const block_sparse::Engine& engine, const coll::Executor* executor) {
   std::vector<transport::NamedCounter> totals;
   engine.add_counters(&totals);
   if (executor != nullptr) executor->add_counters(&totals);
@@ -490,7 +490,7 @@ Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::s
     op.count = 0;
     op.sparse.entries.resize(0);
   }
-  op.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  op.deadline = block_sparse::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   op.request = std::make_shared<RequestState>();
   *out = op.request;
   // An allreduce with nothing queued ahead of it runs here when it is small (handing it to the
@@ -742,7 +742,7 @@ std::string CommunicatorImpl::check_p2p(const void* data, std::size_t bytes, int
            (any_source_ok ? " (nor kAnySource, -1)" : "");
   if (peer == rank()) return "peer " + std::to_string(peer) + " is this rank itself";
   if (tag < 0) return "tag " + std::to_string(tag) + " is negative";
-  if (bytes > coll::kMaxLogicalBytes)
+  if (bytes > p2p::kMaxLogicalBytes)
     return std::to_string(bytes) + " bytes exceed the limit of 2^44 bytes of one message";
   if (bytes != 0 && data == nullptr) return "the buffer is null with " + std::to_string(bytes) + " bytes";
   return std::string();
@@ -759,7 +759,7 @@ Status CommunicatorImpl::submit_p2p(coll::CollKind kind, const void* send, void*
   c.tag = static_cast<std::uint32_t>(tag);
   c.source = source;
   c.invalid.clear();
-  c.deadline = engine::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
+  c.deadline = block_sparse::Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   c.request = std::make_shared<RequestState>();
   *out = c.request;
   executor_->submit(c);

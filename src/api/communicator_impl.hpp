@@ -10,7 +10,7 @@
 
 #include "coll/executor.hpp"
 #include "membership/bootstrap.hpp"
-#include "engine/engine.hpp"
+#include "block_sparse/engine.hpp"
 #include "sparcoll/communicator.hpp"
 #include "transport/driver.hpp"
 
@@ -59,8 +59,8 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   int rank() const noexcept { return options_.rank; }
   int size() const noexcept { return options_.world_size; }
   const std::string& transport() const noexcept { return membership_.transport; }
-  engine::Engine& engine() { return *engine_; }
-  const engine::Engine& engine() const { return *engine_; }
+  block_sparse::Engine& engine() { return *engine_; }
+  const block_sparse::Engine& engine() const { return *engine_; }
   membership::Membership& membership() { return membership_; }
 
   // Transport traffic of the engine's shards and the collective thread.
@@ -79,7 +79,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   Algorithm resolve(Algorithm algo, const void* send, std::size_t count, DataType dtype, ReduceOp op);
   // `scan` false: the bitmap is sized and cleared, not filled (the hybrid scans only the stripes
   // its plan leaves block-sparse, on the collective thread).
-  engine::OpState& prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+  block_sparse::OpState& prepare_block_sparse(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                         const std::string& problem, bool scan = true);
   Status iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                            std::shared_ptr<RequestState>* out, bool caller_waits);
@@ -108,7 +108,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   Options options_;
   membership::Membership membership_;
   std::unique_ptr<transport::Driver> driver_;
-  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<block_sparse::Engine> engine_;
   std::unique_ptr<coll::Executor> executor_;  // workers only
   std::uint32_t next_op_id_ = 0;
   std::vector<std::uint64_t> signed_zero_;  // scratch for in-place scans (capacity reused)

@@ -13,7 +13,8 @@
 
 #include "algo/compressed.hpp"
 #include "algo/sparse_vector.hpp"
-#include "engine/op_state.hpp"
+#include "block_sparse/op_state.hpp"
+#include "common/request_state.hpp"
 #include "sparcoll/types.hpp"
 
 namespace sparcoll::coll {
@@ -42,7 +43,7 @@ constexpr bool is_p2p(CollKind k) noexcept { return k == CollKind::send || k == 
 // reserved (its bitmap not yet filled), and this rank's estimated count of non-zero blocks in
 // each stripe.
 struct HybridArgs {
-  engine::OpState* sparse_part = nullptr;
+  block_sparse::OpState* sparse_part = nullptr;
   bool handed_over = false;  // the collective thread gave sparse_part to the engine
   std::uint32_t stripe_blocks = 0;
   std::vector<std::uint32_t> stripe_counts;

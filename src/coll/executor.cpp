@@ -11,19 +11,19 @@
 #include "block/reduce.hpp"
 #include "common/failure_scope.hpp"
 #include "common/log.hpp"
-#include "engine/engine.hpp"
-#include "engine/limits.hpp"
+#include "block_sparse/engine.hpp"
+#include "block_sparse/limits.hpp"
 
 namespace sparcoll::coll {
 
 
 Executor::Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, const Options& options,
-                   bool yield_when_waiting, engine::Engine* engine)
+                   bool yield_when_waiting, block_sparse::Engine* engine)
     : peers_(channel, rank, size, yield_when_waiting),
       options_(options),
       engine_(engine),
-      queue_(engine::op_slot_count(options.max_inflight)) {
-  const std::uint32_t slots = engine::op_slot_count(options.max_inflight);
+      queue_(block_sparse::op_slot_count(options.max_inflight)) {
+  const std::uint32_t slots = block_sparse::op_slot_count(options.max_inflight);
   for (std::uint32_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<CollOp>());
   any_thread_ = channel != nullptr && channel->any_thread();
   thread_ = std::thread([this] { run(); });

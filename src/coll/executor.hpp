@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -12,23 +13,28 @@
 
 #include "algo/p2p_algorithms.hpp"
 #include "coll/coll_op.hpp"
-#include "coll/peers.hpp"
-#include "engine/spsc_queue.hpp"
+#include "p2p/peers.hpp"
+#include "common/spsc_queue.hpp"
 #include "sparcoll/options.hpp"
 #include "transport/published_counters.hpp"
 
-namespace sparcoll::engine {
+namespace sparcoll::block_sparse {
 class Engine;
 }
 
 namespace sparcoll::coll {
+
+using p2p::collective_signature;
+using p2p::Mailbox;
+using p2p::Peers;
+using Clock = std::chrono::steady_clock;
 
 class Executor {
  public:
   // `channel` is null for a single-worker job. `engine` learns of failures that break the
   // communicator (a dead peer, a timeout, a corrupt message).
   Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, const Options& options,
-           bool yield_when_waiting, engine::Engine* engine);
+           bool yield_when_waiting, block_sparse::Engine* engine);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -81,7 +87,7 @@ class Executor {
 
   Peers peers_;
   Options options_;
-  engine::Engine* engine_;
+  block_sparse::Engine* engine_;
   std::vector<std::unique_ptr<CollOp>> slots_;
   std::uint32_t next_slot_ = 0;  // submissions so far: the slot ring's position
   std::uint32_t next_seq_ = 0;   // collectives so far (send and recv take no sequence number)
@@ -91,7 +97,7 @@ class Executor {
   void publish_p2p_traffic() noexcept;
   std::atomic<std::uint64_t> p2p_bytes_sent_{0}, p2p_bytes_received_{0}, p2p_messages_sent_{0},
       p2p_messages_received_{0};
-  engine::SpscQueue<CollOp*> queue_;
+  SpscQueue<CollOp*> queue_;
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<bool> stop_{false};
   std::atomic<std::uint32_t> peers_owner_{kNobody};

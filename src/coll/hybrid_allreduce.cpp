@@ -17,8 +17,8 @@
 #include "algo/hybrid_plan.hpp"
 #include "common/futex.hpp"
 #include "coll/executor.hpp"
-#include "engine/engine.hpp"
-#include "engine/op_scan.hpp"
+#include "block_sparse/engine.hpp"
+#include "block_sparse/op_scan.hpp"
 
 namespace sparcoll::coll {
 namespace {
@@ -32,7 +32,7 @@ bool is_dense(const std::vector<std::uint64_t>& mask, std::uint32_t s) { return 
 }  // namespace
 
 void Executor::release_unused_sparse_part(CollOp& op) {
-  engine::OpState* part = op.hybrid.sparse_part;
+  block_sparse::OpState* part = op.hybrid.sparse_part;
   if (part == nullptr || op.hybrid.handed_over) return;
   op.hybrid.sparse_part = nullptr;
   part->busy.store(0, std::memory_order_release);
@@ -56,7 +56,7 @@ Status Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end
 
 Status Executor::hybrid_allreduce(CollOp& op) {
   HybridArgs& h = op.hybrid;
-  engine::OpState& part = *h.sparse_part;
+  block_sparse::OpState& part = *h.sparse_part;
   const std::uint32_t n = peers_.size(), r = peers_.rank();
   const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
 
@@ -102,7 +102,7 @@ Status Executor::hybrid_allreduce(CollOp& op) {
       }
       std::uint32_t e = s;
       while (e < stripes && !is_dense(part.dense_stripes, e)) ++e;
-      engine::scan_op_blocks(part, op.count, std::size_t{s} * h.stripe_blocks,
+      block_sparse::scan_op_blocks(part, op.count, std::size_t{s} * h.stripe_blocks,
                              std::min<std::uint64_t>(std::uint64_t{e} * h.stripe_blocks, nblocks), &signed_zero_);
       s = e;
     }

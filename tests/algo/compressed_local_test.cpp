@@ -1,5 +1,5 @@
 // The local parts of the compressed allreduce (src/algo/oktopk.cpp, topk_ef.cpp) on one rank:
-// selection, residual rule, result, with no peer to talk to (coll::Peers without a channel).
+// selection, residual rule, result, with no peer to talk to (p2p::Peers without a channel).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,7 +22,7 @@ std::vector<float> random_grad(std::size_t n, int seed) {
 }
 
 struct OneRank {
-  coll::Peers peers{nullptr, 0, 1, false};
+  p2p::Peers peers{nullptr, 0, 1, false};
   CompressScratch scratch;
   Scratch dense;
   CompressedTensor tensor;
@@ -31,7 +31,7 @@ struct OneRank {
     tensor.n = n;
   }
   CompressedCall call(const std::vector<float>& g, std::vector<float>& out, const Compression& c, std::size_t k) {
-    peers.begin(0, "test", coll::Clock::now() + std::chrono::seconds(5), 0x8000);
+    peers.begin(0, "test", p2p::Clock::now() + std::chrono::seconds(5), 0x8000);
     CompressedCall call;
     call.tensor = &tensor;
     call.grad = g.data();

@@ -1,5 +1,5 @@
 // Fuzz target: the point-to-point message parser of the collective thread
-// (coll::parse_peer_message, abort_reason_text in src/coll/peer_wire.cpp),
+// (p2p::parse_peer_message, abort_reason_text in src/coll/peer_wire.cpp),
 // which every ring, butterfly, SparCML, Ok-Topk, broadcast and allgather fragment goes through.
 //
 // 1. The input, as a received message: the verdict must be exactly the one the layout in
@@ -14,36 +14,36 @@
 #include <cstring>
 #include <vector>
 
-#include "coll/peer_wire.hpp"
+#include "p2p/peer_wire.hpp"
 #include "fuzz_check.hpp"
 
 namespace sparcoll::fuzz {
 namespace {
 
-using coll::PeerHeader;
-using coll::PeerKind;
-using coll::PeerMessage;
-using coll::PeerParse;
+using p2p::PeerHeader;
+using p2p::PeerKind;
+using p2p::PeerMessage;
+using p2p::PeerParse;
 
 // What the verdict must be, from the header's documented meaning alone.
 PeerParse expected_verdict(const std::byte* data, std::size_t size) {
   if (size < sizeof(PeerHeader)) return PeerParse::too_short;
   PeerHeader h;
   std::memcpy(&h, data, sizeof h);
-  if (h.magic != coll::kPeerMagic || h.version != coll::kPeerVersion) return PeerParse::bad_magic;
+  if (h.magic != p2p::kPeerMagic || h.version != p2p::kPeerVersion) return PeerParse::bad_magic;
   if (h.kind == static_cast<std::uint8_t>(PeerKind::abort)) return PeerParse::ok;
   if (h.kind != static_cast<std::uint8_t>(PeerKind::data) && h.kind != static_cast<std::uint8_t>(PeerKind::p2p))
     return PeerParse::bad_kind;
   const std::size_t len = size - sizeof h;
   // In 128-bit arithmetic, so the reference itself cannot wrap.
   const unsigned __int128 end = static_cast<unsigned __int128>(h.offset) + len;
-  if (h.total > coll::kMaxLogicalBytes || end > h.total) return PeerParse::bad_range;
+  if (h.total > p2p::kMaxLogicalBytes || end > h.total) return PeerParse::bad_range;
   return PeerParse::ok;
 }
 
 void check_reason(const PeerMessage& m) {
-  const std::string reason = coll::abort_reason_text(m.payload, m.len);
-  FUZZ_CHECK(reason.size() == std::min(m.len, coll::kMaxAbortReasonBytes));
+  const std::string reason = p2p::abort_reason_text(m.payload, m.len);
+  FUZZ_CHECK(reason.size() == std::min(m.len, p2p::kMaxAbortReasonBytes));
   for (std::size_t i = 0; i < reason.size(); ++i) {
     const char c = reason[i];
     const char original = static_cast<char>(m.payload[i]);
@@ -55,7 +55,7 @@ void check_reason(const PeerMessage& m) {
 void parse_raw(const std::uint8_t* bytes, std::size_t size) {
   const ExactCopy copy(bytes, size);
   PeerMessage m;
-  const PeerParse got = coll::parse_peer_message(copy.data(), copy.size(), &m);
+  const PeerParse got = p2p::parse_peer_message(copy.data(), copy.size(), &m);
   FUZZ_CHECK(got == expected_verdict(copy.data(), copy.size()));
   if (got == PeerParse::too_short) return;
   FUZZ_CHECK(std::memcmp(&m.header, copy.data(), sizeof(PeerHeader)) == 0);
@@ -65,19 +65,19 @@ void parse_raw(const std::uint8_t* bytes, std::size_t size) {
   if (m.header.kind == static_cast<std::uint8_t>(PeerKind::abort)) {
     check_reason(m);
   } else {
-    FUZZ_CHECK(m.header.total <= coll::kMaxLogicalBytes);
+    FUZZ_CHECK(m.header.total <= p2p::kMaxLogicalBytes);
     FUZZ_CHECK(m.header.offset <= m.header.total && m.len <= m.header.total - m.header.offset);
   }
 }
 
 void round_trip(FuzzedDataProvider& in) {
-  PeerHeader h{coll::kPeerMagic, coll::kPeerVersion, 0, 0, in.ConsumeIntegral<std::uint32_t>(),
+  PeerHeader h{p2p::kPeerMagic, p2p::kPeerVersion, 0, 0, in.ConsumeIntegral<std::uint32_t>(),
                in.ConsumeIntegral<std::uint32_t>(), in.ConsumeIntegral<std::uint32_t>(),
                in.ConsumeIntegral<std::uint32_t>(), 0, 0};
   std::vector<std::byte> payload;
   if (in.ConsumeBool()) {
     h.kind = static_cast<std::uint8_t>(in.ConsumeBool() ? PeerKind::data : PeerKind::p2p);
-    h.total = in.ConsumeIntegralInRange<std::uint64_t>(0, coll::kMaxLogicalBytes);
+    h.total = in.ConsumeIntegralInRange<std::uint64_t>(0, p2p::kMaxLogicalBytes);
     h.offset = in.ConsumeIntegralInRange<std::uint64_t>(0, h.total);
     payload.resize(in.ConsumeIntegralInRange<std::size_t>(0, std::min<std::uint64_t>(h.total - h.offset, 4096)));
   } else {
@@ -92,7 +92,7 @@ void round_trip(FuzzedDataProvider& in) {
   if (!payload.empty()) std::memcpy(message.data() + sizeof h, payload.data(), payload.size());
   const ExactCopy copy(message.data(), message.size());
   PeerMessage m;
-  FUZZ_CHECK(coll::parse_peer_message(copy.data(), copy.size(), &m) == PeerParse::ok);
+  FUZZ_CHECK(p2p::parse_peer_message(copy.data(), copy.size(), &m) == PeerParse::ok);
   FUZZ_CHECK(std::memcmp(&m.header, &h, sizeof h) == 0);
   FUZZ_CHECK(m.len == payload.size() && (m.len == 0 || std::memcmp(m.payload, payload.data(), m.len) == 0));
   if (h.kind == static_cast<std::uint8_t>(PeerKind::abort)) check_reason(m);

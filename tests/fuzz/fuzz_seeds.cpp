@@ -18,7 +18,7 @@
 
 #include "algo/block_set.hpp"
 #include "control/store_wire.hpp"
-#include "coll/peer_wire.hpp"
+#include "p2p/peer_wire.hpp"
 #include "dpdk_wire.hpp"
 #include "fuzz_params.hpp"
 #include "proto/wire.hpp"
@@ -106,10 +106,10 @@ void proto_seeds() {
 }
 
 // --- coll: peer messages --------------------------------------------------------------------
-Bytes peer(coll::PeerKind kind, std::uint32_t seq, std::uint32_t tag, std::uint64_t total, std::uint64_t offset,
+Bytes peer(p2p::PeerKind kind, std::uint32_t seq, std::uint32_t tag, std::uint64_t total, std::uint64_t offset,
            const std::string& payload) {
-  const coll::PeerHeader h{coll::kPeerMagic, coll::kPeerVersion, static_cast<std::uint8_t>(kind), 0,
-                           kind == coll::PeerKind::data ? 0x80000000u : 0u, 0, seq, tag, total, offset};
+  const p2p::PeerHeader h{p2p::kPeerMagic, p2p::kPeerVersion, static_cast<std::uint8_t>(kind), 0,
+                           kind == p2p::PeerKind::data ? 0x80000000u : 0u, 0, seq, tag, total, offset};
   Bytes out;
   append(&out, h);
   append(&out, payload);
@@ -141,7 +141,7 @@ void block_set_seeds() {
 }
 
 void peer_seeds() {
-  using coll::PeerKind;
+  using p2p::PeerKind;
   write("peer_wire", "data-first-fragment", peer(PeerKind::data, 3, 1, 64, 0, std::string(32, 'a')));
   write("peer_wire", "data-last-fragment", peer(PeerKind::data, 3, 1, 64, 32, std::string(32, 'b')));
   write("peer_wire", "data-empty-message", peer(PeerKind::data, 4, 0, 0, 0, ""));

@@ -1,0 +1,141 @@
+// The progress engine: one Shard (progress thread) per SPARCOLL_THREADS, each owning one driver
+// channel, a loopback, the worker side of its lanes and the aggregator side of the lanes this
+// process aggregates. Shards run to completion (poll, dispatch, reduce, send) with no locks on
+// the data path; the calling thread hands them ops through SPSC queues.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "block_sparse/aggregator.hpp"
+#include "block_sparse/block_sparse_worker.hpp"
+#include "block_sparse/layout.hpp"
+#include "block_sparse/op_state.hpp"
+#include "block_sparse/outbox.hpp"
+#include "block_sparse/self_channel.hpp"
+#include "common/spsc_queue.hpp"
+#include "sparcoll/options.hpp"
+#include "transport/driver.hpp"
+#include "transport/published_counters.hpp"
+
+namespace sparcoll::block_sparse {
+
+struct EngineConfig {
+  JobLayout layout;
+  Options options;
+  std::uint32_t job_epoch = 0;
+  std::uint32_t window_capacity = 1;
+  bool yield_when_waiting = false;  // more busy threads than cores on this host
+};
+
+class Engine;
+
+class Shard {
+ public:
+  Shard(Engine& engine, std::uint32_t index, transport::Channel* channel);
+  ~Shard();
+  void start();
+  void stop();
+  // Calling thread: hand over an op (never fails: the queue holds max_inflight entries).
+  void submit(OpState* op);
+  // The same from the collective thread (the block-sparse part of a hybrid allreduce), through a
+  // queue of its own: each queue has one producer.
+  void hand_over(OpState* op);
+  std::uint32_t worker_lanes() const noexcept { return worker_.lanes_here(); }
+  void add_traffic(TrafficStats* total) const noexcept;
+  // Adds its channel's own counters, by name (any thread).
+  void add_counters(std::vector<transport::NamedCounter>* totals) const { channel_counters_.add_to(totals); }
+  // For the co-located aggregator: this process's own worker state of an op, or null.
+  static OpState* find_local_op(void* shard, std::uint32_t op_id);
+
+ private:
+  void run();
+  bool step();
+  void dispatch(const transport::ReceivedMessage& msg);
+  void start_op(OpState* op);
+  void maybe_finish(OpState* op);
+  void fail_everything(const Status& reason);
+  void check_deadlines(Clock::time_point now);
+  void idle_wait(std::uint32_t idle_rounds, bool work_outstanding);
+  OpState* find_op(std::uint32_t op_id);
+
+  Engine& engine_;
+  std::uint32_t index_;
+  transport::Channel* channel_;  // null when the job has a single process
+  SelfChannel loopback_;
+  Outbox outbox_;
+  block_sparse::Aggregator aggregator_;
+  block_sparse::BlockSparseWorker worker_;
+  SpscQueue<OpState*> submissions_;
+  SpscQueue<OpState*> handovers_;  // from the collective thread
+  std::vector<OpState*> active_;  // ops running on this shard, oldest first
+  // Ops whose lanes are done but whose zero-copy sends may still read the user's buffer: they
+  // complete once the channel says that memory is released.
+  std::vector<OpState*> releasing_;
+  void finish_released_ops();
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint32_t> wake_{0};
+  std::thread thread_;
+  bool failed_ = false;           // this shard has seen the engine break
+  Clock::time_point next_deadline_check_;
+  Clock::time_point idle_since_;
+  bool spinning_ = false;  // inside the SPARCOLL_IDLE_SPIN_US window after the last activity
+  // Event mode: sleep on the channel's descriptor when idle; a submission writes wake_fd_.
+  bool event_mode_ = false;
+  bool armed_ = false;
+  int wake_fd_ = -1;
+  void event_wait();
+  std::uint64_t rounds_ = 0;
+  // The channel's own counters, copied here by this shard's thread (a channel is single-
+  // threaded; add_counters() reads them from any thread).
+  void publish_channel_counters() noexcept;
+  transport::PublishedCounters channel_counters_;
+  std::atomic<std::uint64_t> bytes_received_{0};
+  std::atomic<std::uint64_t> messages_received_{0};
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, transport::Driver* driver);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void start();
+  void stop();
+
+  const EngineConfig& config() const noexcept { return config_; }
+  std::uint32_t shard_count() const noexcept { return static_cast<std::uint32_t>(shards_.size()); }
+  // The op slot an op id maps to (block_sparse::op_slot_count slots, reused round-robin).
+  OpState& slot(std::uint32_t op_id) { return *ops_[op_id & (ops_.size() - 1)]; }
+  std::uint32_t slot_count() const noexcept { return static_cast<std::uint32_t>(ops_.size()); }
+  // Calling thread: hand a prepared op to every shard.
+  void submit(OpState* op);
+  // Collective thread: the same (the block-sparse part of a hybrid allreduce, whose op slot the
+  // calling thread reserved).
+  void hand_over(OpState* op);
+
+  // Failure that leaves the communicator unusable (peer death, timeout, protocol violation).
+  void break_with(const Status& reason);
+  bool broken() const noexcept { return broken_.load(std::memory_order_acquire); }
+  Status broken_status() const;
+  TrafficStats traffic() const noexcept;
+  // The channels' own counters (transport/driver.hpp: ChannelCounters), summed by name.
+  void add_counters(std::vector<transport::NamedCounter>* totals) const;
+
+ private:
+  friend class Shard;
+  void prepare_for_shards(OpState* op);
+  EngineConfig config_;
+  std::vector<std::unique_ptr<OpState>> ops_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<bool> broken_{false};
+  mutable std::mutex broken_mutex_;  // taken on failure only
+  Status broken_status_;
+};
+
+}  // namespace sparcoll::block_sparse
