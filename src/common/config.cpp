@@ -420,7 +420,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_nonnegative_int<&Options::aggregators>},
       {"SPARCOLL_BLOCK_ELEMS", "block_elems", "256", "elements per block, 1 to 1048576.", {},
        &parse_positive_u32<&Options::block_elems>},
-      {"SPARCOLL_LANES", "lanes", "64", "slots the tensor's blocks are striped over, 1 to 4096.", {},
+      {"SPARCOLL_LANES", "lanes", "64", "lanes (independent aggregation streams, each with its own window) the tensor's blocks are striped over, 1 to 4096.", {},
        &parse_positive_u32<&Options::lanes>},
       {"SPARCOLL_FUSION", "fusion", "8", "most blocks a worker fuses into one message, 1 to 255.", {},
        &parse_positive_u32<&Options::fusion>},
