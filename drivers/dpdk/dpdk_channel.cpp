@@ -5,13 +5,13 @@
 
 #include "common/log.hpp"
 #include "dpdk_eal.hpp"
+#include "dpdk_reliability.hpp"
 #include "transport/setup_util.hpp"
 
 namespace sparcoll::transport::dpdk {
 namespace {
 
 constexpr std::uint32_t kAckEvery = 16;        // arrivals before a standalone ack
-constexpr std::uint32_t kFastRetransmitGap = 3;
 constexpr std::uint32_t kMaxBackoff = 8;
 constexpr std::uint32_t kMaxControlQueued = 2;  // control frames per peer waiting in a backlog
 constexpr int kRxRounds = 4;                    // bursts per source per poll
@@ -59,8 +59,7 @@ struct DpdkChannel::Peer {
   // The peer has room for seqs below it. Until its first ack tells, assume the smallest window
   // any peer has (a peer with more peers than we have has a smaller one).
   std::uint64_t limit = kMinWindow;
-  std::uint64_t srtt = 0;
-  std::uint64_t rttvar = 0;
+  RttEstimate rtt;
   std::uint32_t backoff = 0;
   std::uint64_t timer = 0;          // TSC at which the retransmission timer fires
   std::uint64_t last_progress = 0;  // TSC of the last acknowledgement that told us something new
@@ -195,15 +194,9 @@ bool DpdkChannel::touchable(const Peer& p) const {
 
 void DpdkChannel::fill_ack(Peer& p, FrameHeader* h) {
   h->ack = p.arrived;
-  std::uint64_t sack = 0;
-  if (p.out_of_order > 0) {
-    for (std::uint32_t i = 0; i < 64; ++i) {
-      const std::uint64_t seq = p.arrived + 1 + i;
-      if (seq >= p.delivered + window_) break;
-      if (p.rx[seq & mask_].m != nullptr) sack |= std::uint64_t{1} << i;
-    }
-  }
-  h->sack = sack;
+  h->sack = p.out_of_order == 0 ? 0
+                                : sack_bits(p.arrived, p.delivered + window_,
+                                            [&](std::uint64_t seq) { return p.rx[seq & mask_].m != nullptr; });
   h->limit = p.delivered + window_;
   p.limit_sent = h->limit;
   p.ack_dirty = false;
@@ -748,31 +741,13 @@ void DpdkChannel::process(rte_mbuf* m) {
   if (!kept) rte_pktmbuf_free(m);
 }
 
-void DpdkChannel::sample_rtt(Peer& p, std::uint64_t rtt) {
-  if (p.srtt == 0) {
-    p.srtt = rtt;
-    p.rttvar = rtt / 2;
-    return;
-  }
-  const std::uint64_t diff = rtt > p.srtt ? rtt - p.srtt : p.srtt - rtt;
-  p.rttvar = (3 * p.rttvar + diff) / 4;
-  p.srtt = (7 * p.srtt + rtt) / 8;
-}
-
 void DpdkChannel::arm_timer(Peer& p) {
-  // Up to 1/8 of jitter: timers of different peers (and a periodic loss pattern such as the
-  // drop hook's) must not stay in lockstep, or the same frames could be lost round after round.
-  rng_ ^= rng_ << 13;
-  rng_ ^= rng_ >> 7;
-  rng_ ^= rng_ << 17;
   const std::uint64_t wait = rto(p);
-  p.timer = now_ + wait + rng_ % (wait / 8 + 1);
+  p.timer = now_ + jittered(wait, &rng_);
 }
 
 std::uint64_t DpdkChannel::rto(const Peer& p) const {
-  std::uint64_t base = p.srtt == 0 ? rto_initial_ : p.srtt + 4 * p.rttvar;
-  base = std::clamp(base, rto_min_, rto_max_);
-  return std::min(base << p.backoff, rto_max_);
+  return p.rtt.timeout(rto_initial_, rto_min_, rto_max_, p.backoff);
 }
 
 void DpdkChannel::on_ack_fields(Peer& p, const FrameHeader& h) {
@@ -783,7 +758,7 @@ void DpdkChannel::on_ack_fields(Peer& p, const FrameHeader& h) {
   auto arrived = [&](const Peer::Slot& slot) { p.rack_xmit = std::max(p.rack_xmit, slot.rack_mark); };
   if (h.ack > p.base) {
     const Peer::Slot& newest = p.tx[(h.ack - 1) & mask_];
-    if (newest.tx_count == 1 && newest.m != nullptr) sample_rtt(p, now_ - newest.sent);  // Karn: never a resent frame
+    if (newest.tx_count == 1 && newest.m != nullptr) p.rtt.sample(now_ - newest.sent);  // Karn: never a resent frame
     for (std::uint64_t seq = p.base; seq < h.ack; ++seq) {
       Peer::Slot& slot = p.tx[seq & mask_];
       if (!slot.sacked) arrived(slot);
@@ -793,36 +768,30 @@ void DpdkChannel::on_ack_fields(Peer& p, const FrameHeader& h) {
     p.base = h.ack;
     progress = true;
   }
-  std::uint64_t highest = h.ack;
-  for (std::uint64_t bits = h.sack; bits != 0; bits &= bits - 1) {
-    const std::uint64_t seq = h.ack + 1 + static_cast<std::uint64_t>(__builtin_ctzll(bits));
-    highest = seq;
-    if (seq < p.base || seq >= p.next_seq) continue;
+  const std::uint64_t highest = for_each_sacked(h.ack, h.sack, [&](std::uint64_t seq) {
+    if (seq < p.base || seq >= p.next_seq) return;
     Peer::Slot& slot = p.tx[seq & mask_];
-    if (slot.sacked) continue;
+    if (slot.sacked) return;
     slot.sacked = true;
     arrived(slot);
     // It sits in the peer's reorder buffer, which never drops it: no retransmission needed.
     if (slot.m != nullptr) rte_pktmbuf_free(slot.m);
     slot.m = nullptr;
     progress = true;
-  }
+  });
   if (progress) {
     p.last_progress = now_;
     p.backoff = 0;
     arm_timer(p);
   }
   if (!progress || (p.state != Peer::State::open && p.state != Peer::State::fin_sent)) return;
-  // A frame is lost when three later frames arrived (first transmissions), or when a frame
-  // transmitted after it arrived (links and steering keep each flow in order): resend it now,
-  // not at the timeout.
+  // A frame presumed lost (dpdk_reliability.hpp: three later frames arrived, or a frame
+  // transmitted after it did) is resent now, not at the timeout.
   const std::uint64_t horizon = std::min(p.next_seq, p.base + 65);
   for (std::uint64_t seq = p.base; seq < horizon; ++seq) {
     Peer::Slot& slot = p.tx[seq & mask_];
     if (slot.m == nullptr || slot.sacked || slot.queued) continue;
-    const bool by_count = slot.tx_count == 1 && seq + kFastRetransmitGap <= highest;
-    const bool overtaken = slot.xmit < p.rack_xmit;
-    if (by_count || overtaken) transmit_data(p, seq, false);
+    if (presumed_lost(seq, slot.tx_count, slot.xmit, highest, p.rack_xmit)) transmit_data(p, seq, false);
   }
 }
 

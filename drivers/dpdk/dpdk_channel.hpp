@@ -17,7 +17,8 @@
 //               once when three later frames were SACKed (first transmissions) or when a frame
 //               transmitted after it arrived (RACK-style: links keep a flow in order). A peer
 //               that acknowledges nothing for `liveness_ms` while data is outstanding fails the
-//               channel, named.
+//               channel, named. The estimate, the timeout, the SACK bitmap and the
+//               loss rules are dpdk_reliability.hpp, which builds and is tested without DPDK.
 //   zero-copy   send(…, UserMemory): iov parts of at least kZeroCopyMin bytes inside the
 //               registered user memory are not copied: the frame is a chain, a header mbuf
 //               (headers + the small parts, copied) followed by mbufs attached to the user's
@@ -237,7 +238,6 @@ class DpdkChannel final : public Channel {
   // Timers and failure.
   void housekeeping();
   void on_timeout(Peer& p);
-  void sample_rtt(Peer& p, std::uint64_t rtt);
   std::uint64_t rto(const Peer& p) const;
   void arm_timer(Peer& p);
   void check_gone_peers();
@@ -263,7 +263,7 @@ class DpdkChannel final : public Channel {
   bool closing_ = false;
   std::uint64_t now_ = 0;
   std::uint64_t data_transmissions_ = 0;  // for the drop hook
-  std::uint64_t rng_ = 1;                 // xorshift state for timer jitter
+  std::uint64_t rng_ = 1;                 // xorshift state for timer jitter (jittered())
   // Clock constants in TSC cycles.
   std::uint64_t hz_ = 0;
   std::uint64_t rto_min_ = 0;
