@@ -116,7 +116,7 @@ Status CommunicatorImpl::setup(const Options& options) {
     ctx.self = membership_.self;
     ctx.processes = membership_.processes;
     ctx.peers = peers;
-    // Channels 0..threads-1 belong to the engine's shards, the last one to the collective
+    // Channels 0..threads-1 belong to the block-sparse progress threads, the last one to the collective
     // thread (every process creates it, so channel numbers agree everywhere).
     ctx.channels = options_.threads + 1;
     ctx.max_message = options_.max_message;
@@ -397,7 +397,7 @@ bool overlaps(const void* a, std::size_t abytes, const void* b, std::size_t bbyt
 
 }  // namespace
 
-// The channels' own counters (the engine's shards and the collective thread), summed by name.
+// The channels' own counters (the block-sparse progress threads and the collective thread), summed by name.
 static std::vector<transport::NamedCounter> channel_counter_totals(const block_sparse::Engine& engine, const coll::Executor* executor) {
   std::vector<transport::NamedCounter> totals;
   engine.add_counters(&totals);

@@ -63,7 +63,7 @@ class CommunicatorImpl : public std::enable_shared_from_this<CommunicatorImpl> {
   const block_sparse::Engine& engine() const { return *engine_; }
   membership::Membership& membership() { return membership_; }
 
-  // Transport traffic of the engine's shards and the collective thread.
+  // Transport traffic of the block-sparse progress threads and the collective thread.
   TrafficStats traffic() const;
   // The transport's own counters, named "<transport>.<counter>".
   std::vector<TransportCounter> transport_counters() const;

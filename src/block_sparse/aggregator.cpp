@@ -74,7 +74,7 @@ Aggregator::Aggregator(const AggregatorConfig& config, block_sparse::Outbox& out
   local_index_.assign(L.lanes, -1);
   if (L.self_aggregates()) {
     for (std::uint32_t l = 0; l < L.lanes; ++l) {
-      if (L.aggregator_of_lane(l) == L.self && L.shard_of_lane(l) == cfg_.shard) {
+      if (L.aggregator_of_lane(l) == L.self && L.thread_of_lane(l) == cfg_.thread_index) {
         local_index_[l] = static_cast<std::int32_t>(my_lanes_.size());
         my_lanes_.push_back(l);
       }

@@ -14,7 +14,7 @@ BlockSparseWorker::BlockSparseWorker(const WorkerConfig& config, block_sparse::O
     : cfg_(config), outbox_(outbox) {
   if (cfg_.layout.self_is_worker()) {
     for (std::uint32_t l = 0; l < cfg_.layout.lanes; ++l)
-      if (cfg_.layout.shard_of_lane(l) == cfg_.shard) my_lanes_.push_back(l);
+      if (cfg_.layout.thread_of_lane(l) == cfg_.thread_index) my_lanes_.push_back(l);
   }
   iov_.resize(std::size_t{cfg_.fusion} + 1);
   retry_.reserve(my_lanes_.size() * 64);
@@ -109,7 +109,7 @@ Status BlockSparseWorker::transmit(block_sparse::OpState& op, block_sparse::Work
   }
   if (r == transport::SendResult::error) return outbox_.error();
   lane.send_pending = false;
-  OpStats& st = op.shard_stats[cfg_.shard];
+  OpStats& st = op.thread_stats[cfg_.thread_index];
   st.bytes_sent += sizeof(WireHeader) + h->payload_len;
   st.blocks_sent += h->nblocks;
   return Status();
@@ -142,12 +142,12 @@ void BlockSparseWorker::zero_fill(block_sparse::OpState& op, block_sparse::Worke
 void BlockSparseWorker::finish_lane(block_sparse::OpState& op, block_sparse::WorkerLane& lane) {
   if (lane.done) return;
   lane.done = true;
-  --op.shard_lanes_left[cfg_.shard];
+  --op.thread_lanes_left[cfg_.thread_index];
 }
 
 Status BlockSparseWorker::on_message(block_sparse::OpState& op, const proto::MessageView& m) {
   const WireHeader& h = *m.header;
-  if (h.lane >= op.lanes.size() || cfg_.layout.shard_of_lane(h.lane) != cfg_.shard)
+  if (h.lane >= op.lanes.size() || cfg_.layout.thread_of_lane(h.lane) != cfg_.thread_index)
     return violation(m, "names a lane this thread does not run");
   block_sparse::WorkerLane& lane = op.lanes[h.lane];
   if (h.sender != cfg_.layout.aggregator_of_lane(h.lane)) return violation(m, "comes from the wrong aggregator");
@@ -180,7 +180,7 @@ Status BlockSparseWorker::on_message(block_sparse::OpState& op, const proto::Mes
     }
     lane.filled_until = b + cfg_.layout.lanes;
   }
-  OpStats& st = op.shard_stats[cfg_.shard];
+  OpStats& st = op.thread_stats[cfg_.thread_index];
   st.bytes_received += sizeof(WireHeader) + h.payload_len;
   st.blocks_received += h.nblocks;
   if (!(h.flags & proto::kFlagFinal)) return Status();

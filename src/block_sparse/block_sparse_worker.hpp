@@ -23,7 +23,7 @@ namespace sparcoll::block_sparse {
 
 struct WorkerConfig {
   block_sparse::JobLayout layout;
-  std::uint32_t shard = 0;
+  std::uint32_t thread_index = 0;
   std::uint32_t job_epoch = 0;
   std::uint32_t fusion = 8;  // window capacity (block_sparse::window_capacity)
 };

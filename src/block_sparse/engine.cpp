@@ -24,14 +24,14 @@ namespace sparcoll::block_sparse {
 namespace {
 constexpr int kPollBatch = 64;
 
-block_sparse::AggregatorConfig aggregator_config(const EngineConfig& c, std::uint32_t shard, Shard* self) {
+block_sparse::AggregatorConfig aggregator_config(const EngineConfig& c, std::uint32_t thread_index, ProgressThread* self) {
   block_sparse::AggregatorConfig a;
   if (c.layout.dedicated == 0 && c.layout.self_is_worker()) {
-    a.find_local_op = &Shard::find_local_op;
+    a.find_local_op = &ProgressThread::find_local_op;
     a.find_local_context = self;
   }
   a.layout = c.layout;
-  a.shard = shard;
+  a.thread_index = thread_index;
   a.job_epoch = c.job_epoch;
   a.max_inflight = c.options.max_inflight;
   a.fusion = c.window_capacity;
@@ -41,10 +41,10 @@ block_sparse::AggregatorConfig aggregator_config(const EngineConfig& c, std::uin
   return a;
 }
 
-block_sparse::WorkerConfig worker_config(const EngineConfig& c, std::uint32_t shard) {
+block_sparse::WorkerConfig worker_config(const EngineConfig& c, std::uint32_t thread_index) {
   block_sparse::WorkerConfig w;
   w.layout = c.layout;
-  w.shard = shard;
+  w.thread_index = thread_index;
   w.job_epoch = c.job_epoch;
   w.fusion = c.window_capacity;
   return w;
@@ -52,9 +52,9 @@ block_sparse::WorkerConfig worker_config(const EngineConfig& c, std::uint32_t sh
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Shard
+// ProgressThread
 
-Shard::Shard(Engine& engine, std::uint32_t index, transport::Channel* channel)
+ProgressThread::ProgressThread(Engine& engine, std::uint32_t index, transport::Channel* channel)
     : engine_(engine),
       index_(index),
       channel_(channel),
@@ -72,12 +72,12 @@ Shard::Shard(Engine& engine, std::uint32_t index, transport::Channel* channel)
   }
 }
 
-Shard::~Shard() {
+ProgressThread::~ProgressThread() {
   stop();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-void Shard::start() {
+void ProgressThread::start() {
   thread_ = std::thread([this] { run(); });
   const auto& cores = engine_.config().options.pin_cores;
   if (index_ < cores.size()) {
@@ -89,7 +89,7 @@ void Shard::start() {
   }
 }
 
-void Shard::stop() {
+void ProgressThread::stop() {
   if (!thread_.joinable()) return;
   stop_.store(true, std::memory_order_release);
   wake_.fetch_add(1, std::memory_order_release);
@@ -98,35 +98,35 @@ void Shard::stop() {
   thread_.join();
 }
 
-void Shard::submit(OpState* op) {
+void ProgressThread::submit(OpState* op) {
   while (!submissions_.push(op)) std::this_thread::yield();  // cannot stay full: one entry per op slot
   wake_.fetch_add(1, std::memory_order_release);
   futex_wake(&wake_);
   if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
 }
 
-void Shard::hand_over(OpState* op) {
+void ProgressThread::hand_over(OpState* op) {
   while (!handovers_.push(op)) std::this_thread::yield();  // one entry per op slot, like submit
   wake_.fetch_add(1, std::memory_order_release);
   futex_wake(&wake_);
   if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
 }
 
-OpState* Shard::find_local_op(void* shard, std::uint32_t op_id) {
-  return static_cast<Shard*>(shard)->find_op(op_id);
+OpState* ProgressThread::find_local_op(void* thread, std::uint32_t op_id) {
+  return static_cast<ProgressThread*>(thread)->find_op(op_id);
 }
 
-OpState* Shard::find_op(std::uint32_t op_id) {
+OpState* ProgressThread::find_op(std::uint32_t op_id) {
   for (OpState* op : active_)
     if (op->op_id == op_id) return op;
   return nullptr;
 }
 
-void Shard::run() {
+void ProgressThread::run() {
   // Starts as if already idle: the spin window opens at the first idle round after activity
-  // (idle_rounds == 1), so until the first activity the shard sleeps instead of spinning. A
-  // job's first collectives are often small ones that never reach the shards (they run in the
-  // calling thread), and two shards spinning after setup on 2 cores made those 3-10x slower.
+  // (idle_rounds == 1), so until the first activity the progress thread sleeps instead of spinning. A
+  // job's first collectives are often small ones that never reach the progress threads (they run in the
+  // calling thread), and two progress threads spinning after setup on 2 cores made those 3-10x slower.
   std::uint32_t idle_rounds = 1;
   next_deadline_check_ = Clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
@@ -154,7 +154,7 @@ void Shard::run() {
 // that), and if that poll was empty too, sleep on the channel's descriptor and the submission
 // eventfd. Queued sends keep the thread polling: their progress (and rdma credits, which arrive
 // as writes without completions) raises no event. The sleep is bounded for deadline checks.
-void Shard::event_wait() {
+void ProgressThread::event_wait() {
   const bool sends_waiting = worker_.has_pending_sends() || aggregator_.has_pending_sends() || !releasing_.empty() ||
                              !loopback_.empty() || !channel_->flushed();
   if (sends_waiting) {
@@ -174,7 +174,7 @@ void Shard::event_wait() {
   rounds_ |= 255;  // the next step reads the clock: deadlines are checked after every sleep
 }
 
-void Shard::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
+void ProgressThread::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
   const auto kIdleSpin = std::chrono::microseconds(engine_.config().options.idle_spin_us);
   if (work_outstanding) {
     if (engine_.config().yield_when_waiting || idle_rounds > 4096) sched_yield();
@@ -200,7 +200,7 @@ void Shard::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
   futex_wait_for(&wake_, wake_.load(std::memory_order_acquire), long_idle ? 500'000 : 50'000);
 }
 
-bool Shard::step() {
+bool ProgressThread::step() {
   bool progressed = false;
   if (engine_.broken() && !failed_) fail_everything(engine_.broken_status());
 
@@ -256,7 +256,7 @@ bool Shard::step() {
   return progressed;
 }
 
-void Shard::dispatch(const transport::ReceivedMessage& msg) {
+void ProgressThread::dispatch(const transport::ReceivedMessage& msg) {
   const JobLayout& layout = engine_.config().layout;
   proto::MessageView view;
   const proto::DecodeError e = proto::decode(msg.data, msg.size, layout.processes(), &view);
@@ -303,12 +303,12 @@ void Shard::dispatch(const transport::ReceivedMessage& msg) {
   }
 }
 
-void Shard::start_op(OpState* op) {
+void ProgressThread::start_op(OpState* op) {
   active_.push_back(op);
   if (failed_) {
     // Never started here: no lane is open, so none can be closed one by one.
     op->fail(engine_.broken_status());
-    op->shard_lanes_left[index_] = 0;
+    op->thread_lanes_left[index_] = 0;
   } else {
     Status s = worker_.start(*op);
     if (!s.ok()) {
@@ -320,9 +320,9 @@ void Shard::start_op(OpState* op) {
   maybe_finish(op);
 }
 
-// When this shard's lanes of `op` are all done, the last shard publishes the outcome.
-void Shard::maybe_finish(OpState* op) {
-  if (op->shard_lanes_left[index_] != 0) return;
+// When this progress thread's lanes of `op` are all done, the last progress thread publishes the outcome.
+void ProgressThread::maybe_finish(OpState* op) {
+  if (op->thread_lanes_left[index_] != 0) return;
   if (op->user_memory.len != 0 && channel_ != nullptr && !failed_ && !channel_->user_memory_released()) {
     // The NIC may still read the send buffer; the caller must not get it back yet. (After a
     // failure nothing waits: the op fails, and registered pages stay pinned until evicted.)
@@ -339,10 +339,10 @@ void Shard::maybe_finish(OpState* op) {
       break;
     }
   }
-  if (op->shards_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (op->threads_left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   std::shared_ptr<RequestState> request = std::move(op->request);
   OpStats total;
-  for (const OpStats& s : op->shard_stats) {
+  for (const OpStats& s : op->thread_stats) {
     total.bytes_sent += s.bytes_sent;
     total.bytes_received += s.bytes_received;
     total.blocks_sent += s.blocks_sent;
@@ -361,13 +361,13 @@ void Shard::maybe_finish(OpState* op) {
   if (wake_raw) futex_wake(&request->done);
 }
 
-void Shard::finish_released_ops() {
+void ProgressThread::finish_released_ops() {
   if (!failed_ && !channel_->user_memory_released()) return;
   // Each call removes the op from releasing_.
   while (!releasing_.empty()) maybe_finish(releasing_.back());
 }
 
-void Shard::fail_everything(const Status& reason) {
+void ProgressThread::fail_everything(const Status& reason) {
   if (failed_) return;
   failed_ = true;
   aggregator_.fail_all(reason);
@@ -379,19 +379,19 @@ void Shard::fail_everything(const Status& reason) {
   }
 }
 
-void Shard::publish_channel_counters() noexcept {
+void ProgressThread::publish_channel_counters() noexcept {
   if (channel_ == nullptr) return;
   channel_counters_.publish(channel_->counters());
 }
 
-void Shard::add_traffic(TrafficStats* total) const noexcept {
+void ProgressThread::add_traffic(TrafficStats* total) const noexcept {
   total->bytes_sent += outbox_.bytes_sent();
   total->messages_sent += outbox_.messages_sent();
   total->bytes_received += bytes_received_.load(std::memory_order_relaxed);
   total->messages_received += messages_received_.load(std::memory_order_relaxed);
 }
 
-void Shard::check_deadlines(Clock::time_point now) {
+void ProgressThread::check_deadlines(Clock::time_point now) {
   if (failed_) return;
   Status s = aggregator_.check_deadlines(now);
   if (!s.ok()) {
@@ -422,34 +422,34 @@ Engine::Engine(EngineConfig config, transport::Driver* driver) : config_(std::mo
   for (std::uint32_t i = 0; i < k; ++i) ops_.push_back(std::make_unique<OpState>());
   const std::uint32_t t = config_.options.threads;
   for (std::uint32_t i = 0; i < t; ++i)
-    shards_.push_back(std::make_unique<Shard>(*this, i, driver ? &driver->channel(i) : nullptr));
+    progress_threads_.push_back(std::make_unique<ProgressThread>(*this, i, driver ? &driver->channel(i) : nullptr));
 }
 
 Engine::~Engine() { stop(); }
 
 void Engine::start() {
-  for (auto& s : shards_) s->start();
+  for (auto& s : progress_threads_) s->start();
 }
 
 void Engine::stop() {
-  for (auto& s : shards_) s->stop();
+  for (auto& s : progress_threads_) s->stop();
 }
 
 void Engine::submit(OpState* op) {
-  prepare_for_shards(op);
-  for (auto& s : shards_) s->submit(op);
+  prepare_for_threads(op);
+  for (auto& s : progress_threads_) s->submit(op);
 }
 
 void Engine::hand_over(OpState* op) {
-  prepare_for_shards(op);
-  for (auto& s : shards_) s->hand_over(op);
+  prepare_for_threads(op);
+  for (auto& s : progress_threads_) s->hand_over(op);
 }
 
-void Engine::prepare_for_shards(OpState* op) {
-  op->shard_lanes_left.assign(shards_.size(), 0);
-  op->shard_stats.assign(shards_.size(), OpStats{});
-  for (std::size_t i = 0; i < shards_.size(); ++i) op->shard_lanes_left[i] = shards_[i]->worker_lanes();
-  op->shards_left.store(static_cast<std::uint32_t>(shards_.size()), std::memory_order_relaxed);
+void Engine::prepare_for_threads(OpState* op) {
+  op->thread_lanes_left.assign(progress_threads_.size(), 0);
+  op->thread_stats.assign(progress_threads_.size(), OpStats{});
+  for (std::size_t i = 0; i < progress_threads_.size(); ++i) op->thread_lanes_left[i] = progress_threads_[i]->worker_lanes();
+  op->threads_left.store(static_cast<std::uint32_t>(progress_threads_.size()), std::memory_order_relaxed);
   op->busy.store(1, std::memory_order_release);
 }
 
@@ -462,12 +462,12 @@ void Engine::break_with(const Status& reason) {
 
 TrafficStats Engine::traffic() const noexcept {
   TrafficStats total;
-  for (const auto& s : shards_) s->add_traffic(&total);
+  for (const auto& s : progress_threads_) s->add_traffic(&total);
   return total;
 }
 
 void Engine::add_counters(std::vector<transport::NamedCounter>* totals) const {
-  for (const auto& s : shards_) s->add_counters(totals);
+  for (const auto& s : progress_threads_) s->add_counters(totals);
 }
 
 Status Engine::broken_status() const {

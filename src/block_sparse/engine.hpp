@@ -1,4 +1,4 @@
-// The progress engine: one Shard (progress thread) per SPARCOLL_THREADS, each owning one driver
+// The progress engine: one ProgressThread (progress thread) per SPARCOLL_THREADS, each owning one driver
 // channel, a loopback, the worker side of its lanes and the aggregator side of the lanes this
 // process aggregates. Shards run to completion (poll, dispatch, reduce, send) with no locks on
 // the data path; the calling thread hands them ops through SPSC queues.
@@ -34,10 +34,10 @@ struct EngineConfig {
 
 class Engine;
 
-class Shard {
+class ProgressThread {
  public:
-  Shard(Engine& engine, std::uint32_t index, transport::Channel* channel);
-  ~Shard();
+  ProgressThread(Engine& engine, std::uint32_t index, transport::Channel* channel);
+  ~ProgressThread();
   void start();
   void stop();
   // Calling thread: hand over an op (never fails: the queue holds max_inflight entries).
@@ -50,7 +50,7 @@ class Shard {
   // Adds its channel's own counters, by name (any thread).
   void add_counters(std::vector<transport::NamedCounter>* totals) const { channel_counters_.add_to(totals); }
   // For the co-located aggregator: this process's own worker state of an op, or null.
-  static OpState* find_local_op(void* shard, std::uint32_t op_id);
+  static OpState* find_local_op(void* thread, std::uint32_t op_id);
 
  private:
   void run();
@@ -72,7 +72,7 @@ class Shard {
   block_sparse::BlockSparseWorker worker_;
   SpscQueue<OpState*> submissions_;
   SpscQueue<OpState*> handovers_;  // from the collective thread
-  std::vector<OpState*> active_;  // ops running on this shard, oldest first
+  std::vector<OpState*> active_;  // ops running on this progress thread, oldest first
   // Ops whose lanes are done but whose zero-copy sends may still read the user's buffer: they
   // complete once the channel says that memory is released.
   std::vector<OpState*> releasing_;
@@ -80,7 +80,7 @@ class Shard {
   std::atomic<bool> stop_{false};
   std::atomic<std::uint32_t> wake_{0};
   std::thread thread_;
-  bool failed_ = false;           // this shard has seen the engine break
+  bool failed_ = false;           // this progress thread has seen the engine break
   Clock::time_point next_deadline_check_;
   Clock::time_point idle_since_;
   bool spinning_ = false;  // inside the SPARCOLL_IDLE_SPIN_US window after the last activity
@@ -90,7 +90,7 @@ class Shard {
   int wake_fd_ = -1;
   void event_wait();
   std::uint64_t rounds_ = 0;
-  // The channel's own counters, copied here by this shard's thread (a channel is single-
+  // The channel's own counters, copied here by this progress thread (a channel is single-
   // threaded; add_counters() reads them from any thread).
   void publish_channel_counters() noexcept;
   transport::PublishedCounters channel_counters_;
@@ -109,11 +109,11 @@ class Engine {
   void stop();
 
   const EngineConfig& config() const noexcept { return config_; }
-  std::uint32_t shard_count() const noexcept { return static_cast<std::uint32_t>(shards_.size()); }
+  std::uint32_t thread_count() const noexcept { return static_cast<std::uint32_t>(progress_threads_.size()); }
   // The op slot an op id maps to (block_sparse::op_slot_count slots, reused round-robin).
   OpState& slot(std::uint32_t op_id) { return *ops_[op_id & (ops_.size() - 1)]; }
   std::uint32_t slot_count() const noexcept { return static_cast<std::uint32_t>(ops_.size()); }
-  // Calling thread: hand a prepared op to every shard.
+  // Calling thread: hand a prepared op to every progress thread.
   void submit(OpState* op);
   // Collective thread: the same (the block-sparse part of a hybrid allreduce, whose op slot the
   // calling thread reserved).
@@ -128,11 +128,11 @@ class Engine {
   void add_counters(std::vector<transport::NamedCounter>* totals) const;
 
  private:
-  friend class Shard;
-  void prepare_for_shards(OpState* op);
+  friend class ProgressThread;
+  void prepare_for_threads(OpState* op);
   EngineConfig config_;
   std::vector<std::unique_ptr<OpState>> ops_;
-  std::vector<std::unique_ptr<Shard>> shards_;
+  std::vector<std::unique_ptr<ProgressThread>> progress_threads_;
   std::atomic<bool> broken_{false};
   mutable std::mutex broken_mutex_;  // taken on failure only
   Status broken_status_;

@@ -27,7 +27,7 @@ struct JobLayout {
     const std::uint32_t a = lane % aggregator_count();
     return dedicated ? workers + a : a;
   }
-  std::uint32_t shard_of_lane(std::uint32_t lane) const noexcept {
+  std::uint32_t thread_of_lane(std::uint32_t lane) const noexcept {
     return (lane / aggregator_count()) % threads;
   }
   std::string name(std::uint32_t p) const {

@@ -1,7 +1,7 @@
 // One collective in flight, shared between the calling thread (which prepares it) and the
 // progress threads (which run its lanes). The calling thread fills every field, then hands the
-// pointer to the shards through their submission queues (release/acquire); afterwards each shard
-// touches only its own lanes and its own stats entry, and the last shard to finish publishes the
+// pointer to the progress threads through their submission queues (release/acquire); afterwards each progress thread
+// touches only its own lanes and its own stats entry, and the last progress thread to finish publishes the
 // outcome to the RequestState.
 #pragma once
 
@@ -60,21 +60,21 @@ struct OpState {
     const std::uint64_t s = block / stripe_blocks;
     return (dense_stripes[s / 64] >> (s % 64)) & 1;
   }
-  std::vector<WorkerLane> lanes;       // every lane; each shard uses only its own
+  std::vector<WorkerLane> lanes;       // every lane; each progress thread uses only its own
   std::vector<std::byte> scratch;      // per lane: header + window indices (64 + 8*fusion bytes)
   transport::UserMemory user_memory;   // `send` registered for zero-copy sends; len 0 = copy
   std::shared_ptr<RequestState> request;
 
   // --- progress threads ------------------------------------------------------------------------
-  std::atomic<std::uint32_t> shards_left{0};
-  std::vector<OpStats> shard_stats;    // one entry per shard
-  std::vector<std::uint32_t> shard_lanes_left;  // one entry per shard
+  std::atomic<std::uint32_t> threads_left{0};
+  std::vector<OpStats> thread_stats;    // one entry per progress thread
+  std::vector<std::uint32_t> thread_lanes_left;  // one entry per progress thread
   std::atomic<bool> failed{false};
   std::mutex error_mutex;              // taken once per failure, never on the data path
   Status error;
 
   // --- slot ownership ------------------------------------------------------------------------
-  std::atomic<std::uint32_t> busy{0};  // 1 from submission until the last shard finished
+  std::atomic<std::uint32_t> busy{0};  // 1 from submission until the last progress thread finished
 
   // Records the op's first failure (later ones are dropped).
   void fail(Status status) {

@@ -89,7 +89,7 @@ void Executor::run_here(CollOp& op) {
 }
 
 void Executor::run() {
-  // Idle "since long ago": no spinning before the first collective (see Shard::run).
+  // Idle "since long ago": no spinning before the first collective (see ProgressThread::run).
   Clock::time_point idle_since{};
   std::uint32_t ran_here_seen = 0;
   for (;;) {
@@ -115,7 +115,7 @@ void Executor::run() {
       }
       // Idle, the channel is still served: a packet transport's peers wait for this rank's
       // acknowledgements of the last collective (they cannot finish it without them), and a
-      // faster peer's fragments of the next one are stashed. Like the shards: spin for 5 ms
+      // faster peer's fragments of the next one are stashed. Like the progress threads: spin for 5 ms
       // after the last activity (the next collective usually follows at once), then short
       // sleeps that a submission cuts short, longer ones after a second of nothing.
       const bool arrived = peers_.poll_idle();

@@ -1,6 +1,6 @@
 // The collective thread: runs the peer-to-peer collectives (ring, butterfly, SparCML, broadcast,
 // allgather, reduce-scatter, ...) one after another, in the order the calling thread issued
-// them, on the driver's collective channel. Block-sparse allreduce runs on the engine's shards
+// them, on the driver's collective channel. Block-sparse allreduce runs on the block-sparse progress threads
 // instead; the two streams are independent (each is ordered the same way on every rank).
 #pragma once
 

@@ -424,7 +424,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_positive_u32<&Options::lanes>},
       {"SPARCOLL_FUSION", "fusion", "8", "most blocks a worker fuses into one message, 1 to 255.", {},
        &parse_positive_u32<&Options::fusion>},
-      {"SPARCOLL_THREADS", "threads", "1", "progress threads (shards) per process, 1 to 64.", {},
+      {"SPARCOLL_THREADS", "threads", "1", "progress threads of the block-sparse module per process, 1 to 64.", {},
        &parse_positive_u32<&Options::threads>},
       {"SPARCOLL_PIN_CORES", "pin_cores", "(none)",
        "comma-separated cores for the progress threads (e.g. 2,3), at least one per thread; unset: no pinning.", {},

@@ -2,7 +2,7 @@
 // aggregation (ring, butterfly, SparCML, Ok-Topk, broadcast, allgather, reduce-scatter).
 //
 // It runs on the collective thread, which owns the driver's last channel (the "collective
-// channel"; the block-sparse shards own the others), so nothing here is shared or locked. An
+// channel"; the block-sparse progress threads own the others), so nothing here is shared or locked. An
 // algorithm posts the sends and receives of a step and then waits for all of them:
 //
 //   peers.send(right, tag, chunk, bytes);

@@ -105,7 +105,7 @@ JobSimulator::JobSimulator(const SimConfig& cfg)
     auto proc = std::make_unique<Proc>(net_, p, cfg_.loopback_bytes);
     block_sparse::AggregatorConfig a;
     a.layout = layout(p);
-    a.shard = 0;
+    a.thread_index = 0;
     a.job_epoch = cfg_.job_epoch;
     a.max_inflight = cfg_.max_inflight;
     a.fusion = window_capacity_;
@@ -121,7 +121,7 @@ JobSimulator::JobSimulator(const SimConfig& cfg)
     proc->aggregator = std::make_unique<block_sparse::Aggregator>(a, proc->outbox);
     block_sparse::WorkerConfig w;
     w.layout = layout(p);
-    w.shard = 0;
+    w.thread_index = 0;
     w.job_epoch = cfg_.job_epoch;
     w.fusion = window_capacity_;
     proc->worker = std::make_unique<block_sparse::BlockSparseWorker>(w, proc->outbox);
@@ -169,10 +169,10 @@ block_sparse::OpState& JobSimulator::submit(std::uint32_t w, const OpInput& in) 
   state.lanes.resize(cfg_.lanes);
   state.scratch.resize(std::size_t{cfg_.lanes} * block_sparse::BlockSparseWorker::scratch_per_lane(window_capacity_));
   state.request = std::make_shared<detail::RequestState>();
-  // As Engine::submit does (one shard).
-  state.shard_lanes_left.assign(1, proc.worker->lanes_here());
-  state.shard_stats.assign(1, OpStats{});
-  state.shards_left.store(1, std::memory_order_relaxed);
+  // As Engine::submit does (one progress thread).
+  state.thread_lanes_left.assign(1, proc.worker->lanes_here());
+  state.thread_stats.assign(1, OpStats{});
+  state.threads_left.store(1, std::memory_order_relaxed);
   state.busy.store(1, std::memory_order_release);
   if (cfg_.start_immediately && proc.to_start.empty() && slot_free(w, in.op_id))
     start(w, sop);
@@ -190,11 +190,11 @@ void JobSimulator::start(std::uint32_t w, SimOp& op) {
 }
 
 void JobSimulator::maybe_finish(std::uint32_t w, SimOp& op) {
-  if (op.finished || op.state->shard_lanes_left[0] != 0) return;
+  if (op.finished || op.state->thread_lanes_left[0] != 0) return;
   Proc& proc = *procs_[w];
   proc.active.erase(std::remove(proc.active.begin(), proc.active.end(), &op), proc.active.end());
   op.finished = true;
-  op.state->shards_left.fetch_sub(1);
+  op.state->threads_left.fetch_sub(1);
   op.state->busy.store(0);
   // The user owns the buffers again: keep what the op produced, then scribble over them as a
   // user reusing them at once would.
@@ -254,7 +254,7 @@ Status JobSimulator::status(std::uint32_t w, std::uint32_t op_id) {
   return s.failed.load() ? s.error : Status();
 }
 
-// As Shard::dispatch, recording what passes.
+// As ProgressThread::dispatch, recording what passes.
 void JobSimulator::dispatch(std::uint32_t p, const transport::ReceivedMessage& msg) {
   const block_sparse::JobLayout L = layout(p);
   proto::MessageView view;
@@ -357,7 +357,7 @@ bool JobSimulator::run() {
         for (int i = 0; i < got; ++i) dispatch(c.b, msgs[i]);
       }
     }
-    // Every round, as Shard::step does (in a random process order).
+    // Every round, as ProgressThread::step does (in a random process order).
     std::vector<std::uint32_t> order(n);
     for (std::uint32_t p = 0; p < n; ++p) order[p] = p;
     std::shuffle(order.begin(), order.end(), rng_);

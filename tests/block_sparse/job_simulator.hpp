@@ -1,13 +1,13 @@
 // A single-threaded, transport-free simulator of a whole sparcoll job, for protocol tests.
 //
 // Every process of the job (W workers, then M dedicated aggregators; M == 0 is co-located mode)
-// gets what one progress thread (shard 0, threads = 1) has in the engine: an block_sparse::SelfChannel,
+// gets what one progress thread (progress thread 0, threads = 1) has in the engine: an block_sparse::SelfChannel,
 // an in-memory transport::Channel (SimChannel), an block_sparse::Outbox, an block_sparse::Aggregator and an
 // block_sparse::BlockSparseWorker. OpStates are prepared the way CommunicatorImpl::iallreduce and
 // Engine::submit prepare them. The driver loop (run()) delivers messages in a seeded random
 // interleaving over the (src, dst) queues and the loopbacks (each queue stays FIFO, as the
 // drivers promise), starts submitted ops at random moments, decodes every message with
-// proto::decode and routes it like Shard::dispatch does, and calls retry_sends on every
+// proto::decode and routes it like ProgressThread::dispatch does, and calls retry_sends on every
 // process each round. Everything the tests want to check afterwards is recorded.
 #pragma once
 

@@ -251,15 +251,15 @@ Results run_case(const Case& c, std::uint64_t seed) {
     for (std::uint32_t w = 0; w < W; ++w) {
       block_sparse::OpState& op = sim.op(w, op_id);
       EXPECT_TRUE(sim.finished(w, op_id)) << "rank " << w << " op " << op_id;
-      EXPECT_EQ(op.shard_lanes_left[0], 0u);
+      EXPECT_EQ(op.thread_lanes_left[0], 0u);
       for (const block_sparse::WorkerLane& lane : op.lanes) EXPECT_TRUE(lane.done);
       EXPECT_FALSE(op.failed.load()) << op.error.to_string();
       // A worker sends exactly its non-zero blocks, each once; it receives exactly the blocks
       // that are non-zero somewhere, each once.
       EXPECT_EQ(windows[w], std::multiset<std::uint64_t>(mine[w].begin(), mine[w].end())) << "rank " << w << " op " << op_id;
       EXPECT_EQ(results[w], std::multiset<std::uint64_t>(global.begin(), global.end())) << "rank " << w << " op " << op_id;
-      EXPECT_EQ(op.shard_stats[0].blocks_sent, mine[w].size()) << "rank " << w;
-      EXPECT_EQ(op.shard_stats[0].blocks_received, global.size()) << "rank " << w;
+      EXPECT_EQ(op.thread_stats[0].blocks_sent, mine[w].size()) << "rank " << w;
+      EXPECT_EQ(op.thread_stats[0].blocks_received, global.size()) << "rank " << w;
       const std::vector<std::byte>& got = sim.output(w, op_id);  // recv when the op finished
       if (!c.sim.reuse_buffers_on_finish) {
         EXPECT_EQ(got, c.in_place ? sends[k][w] : recvs[k][w]);
@@ -593,7 +593,7 @@ ErrorRun run_with(SimConfig cfg, const std::vector<OpInput>& per_worker, JobSimu
   for (std::uint32_t w = 0; w < cfg.workers; ++w) {
     EXPECT_TRUE(sim.finished(w, per_worker[w].op_id)) << "rank " << w;
     block_sparse::OpState& op = sim.op(w, per_worker[w].op_id);
-    EXPECT_EQ(op.shard_lanes_left[0], 0u) << "rank " << w;
+    EXPECT_EQ(op.thread_lanes_left[0], 0u) << "rank " << w;
     for (const block_sparse::WorkerLane& lane : op.lanes) EXPECT_TRUE(lane.done) << "rank " << w << " lane " << lane.lane;
     r.status.push_back(sim.status(w, per_worker[w].op_id));
   }
@@ -877,11 +877,11 @@ struct WorkerFixture {
 TEST(ProtocolHostile, WorkerStartSendsItsFirstWindow) {
   WorkerFixture f(hostile_config());
   EXPECT_EQ(f.op->lanes[0].advertised_next, 5u);
-  EXPECT_EQ(f.op->shard_stats[0].blocks_sent, 2u);
+  EXPECT_EQ(f.op->thread_stats[0].blocks_sent, 2u);
   EXPECT_TRUE(f.result(2, {0, 1, 3}, 5).ok());  // asks for block 5
-  EXPECT_EQ(f.op->shard_stats[0].blocks_sent, 3u);
+  EXPECT_EQ(f.op->thread_stats[0].blocks_sent, 3u);
   EXPECT_TRUE(f.result(2, {5, 9}, kEnd).ok());
-  EXPECT_EQ(f.op->shard_lanes_left[0], 0u);
+  EXPECT_EQ(f.op->thread_lanes_left[0], 0u);
   std::vector<float> want(16, 0.0f);
   want[0] = want[1] = want[3] = want[5] = want[9] = 1.0f;
   EXPECT_EQ(f.recv, want);  // blocks nobody sent are zero-filled out of place
@@ -899,10 +899,10 @@ TEST(ProtocolHostile, ResultAfterTheLaneEnded) {
   WorkerFixture f(hostile_config());
   ASSERT_TRUE(f.result(2, {1, 3}, 5).ok());
   ASSERT_TRUE(f.result(2, {5}, kEnd).ok());
-  ASSERT_EQ(f.op->shard_lanes_left[0], 0u);
+  ASSERT_EQ(f.op->thread_lanes_left[0], 0u);
   expect_violation(f.result(2, {7}, kEnd), "aggregator 0", "after the lane ended");
   expect_violation(f.result(2, {}, kEnd), "aggregator 0", "after the lane ended");
-  EXPECT_EQ(f.op->shard_lanes_left[0], 0u);  // not decremented again
+  EXPECT_EQ(f.op->thread_lanes_left[0], 0u);  // not decremented again
 }
 
 TEST(ProtocolHostile, ResultSkippingTheWorkersBlock) {

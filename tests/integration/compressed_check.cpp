@@ -285,18 +285,18 @@ void check_bad(Communicator& comm) {
 }
 
 // Logistic regression: d features, each rank its own shard of generated data.
-struct Shard {
+struct ProgressThread {
   std::size_t d, m;
   std::vector<float> x, y;
 };
 
-Shard make_shard(int rank, std::size_t d, std::size_t m) {
+ProgressThread make_shard(int rank, std::size_t d, std::size_t m) {
   std::mt19937_64 truth_rng(2024);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> w(d);
   for (auto& v : w) v = normal(truth_rng) * (std::uniform_real_distribution<float>(0, 1)(truth_rng) < 0.2f ? 1.0f : 0.05f);
   std::mt19937_64 rng(77 + static_cast<std::uint64_t>(rank));
-  Shard s{d, m, std::vector<float>(d * m), std::vector<float>(m)};
+  ProgressThread s{d, m, std::vector<float>(d * m), std::vector<float>(m)};
   for (std::size_t j = 0; j < m; ++j) {
     double z = 0;
     for (std::size_t i = 0; i < d; ++i) {
@@ -309,7 +309,7 @@ Shard make_shard(int rank, std::size_t d, std::size_t m) {
 }
 
 // Mean log loss on the shard; grad (if non-null) = its gradient.
-double loss_and_grad(const Shard& s, const std::vector<float>& w, std::vector<float>* grad) {
+double loss_and_grad(const ProgressThread& s, const std::vector<float>& w, std::vector<float>* grad) {
   double loss = 0;
   if (grad) std::fill(grad->begin(), grad->end(), 0.0f);
   for (std::size_t j = 0; j < s.m; ++j) {
@@ -323,7 +323,7 @@ double loss_and_grad(const Shard& s, const std::vector<float>& w, std::vector<fl
   return loss / s.m;
 }
 
-double train(Communicator& comm, const Shard& s, int steps, float lr, const Compression* c, std::uint64_t id) {
+double train(Communicator& comm, const ProgressThread& s, int steps, float lr, const Compression* c, std::uint64_t id) {
   std::vector<float> w(s.d, 0.0f), g(s.d), avg(s.d);
   for (int step = 0; step < steps; ++step) {
     loss_and_grad(s, w, &g);
@@ -342,7 +342,7 @@ void check_train(Communicator& comm) {
   const std::size_t d = 500, m = 400;
   const int steps = 200;
   const float lr = 0.5f;
-  const Shard s = make_shard(comm.rank(), d, m);
+  const ProgressThread s = make_shard(comm.rank(), d, m);
   const double dense = train(comm, s, steps, lr, nullptr, 0);
   Compression ok;
   ok.algo = CompressionAlgo::oktopk;
