@@ -37,11 +37,12 @@ run_live "test: step 6/7: host suites under sanitizers: ASan+UBSan, then TSan (s
 if [ -n "${SPARCOLL_SKIP_RDMA_VM:-}" ] && [ "${SPARCOLL_SKIP_RDMA_VM}" != 0 ]; then
   echo "test: step 7/7: skipped: the rdma suites inside the Soft-RoCE VM (SPARCOLL_SKIP_RDMA_VM: $SPARCOLL_SKIP_RDMA_VM)"
 else
-  # One VM boot for both binaries: the driver suites over rdma, then whole jobs over rdma.
+  # One VM boot for the three binaries: auto's choice where rdma is usable, the driver suites
+  # over rdma, then whole jobs over rdma.
   run_live "test: step 7/7: rdma suites inside the Soft-RoCE VM (scripts/rxe-vm)" build/test-rdma-vm.log \
     scripts/rxe-vm --timeout 1500 -- /bin/sh -c 'status=0
-      for suite in driver integration; do
-        build/tests/sparcoll-$suite-tests --gtest_filter="*/rdma:Rdma*:*Rdma*" \
+      for suite in unit driver integration; do
+        build/tests/sparcoll-$suite-tests --gtest_filter="*/rdma:Rdma*:*Rdma*:AutoTransport.*" \
           --gtest_output=json:build/gtest-rdma-$suite-report.json || status=1
       done
       exit $status' || status=1

@@ -861,6 +861,6 @@ bool dpdk_driver_usable(std::string* reason) {
 }  // namespace
 
 extern const DriverDescriptor dpdk_driver_descriptor{"dpdk", 20, &create_and_set_up<dpdk::DpdkDriver>, &dpdk_driver_usable,
-                                                {/*zero_copy=*/true, /*events=*/false, /*reads_peer_memory=*/false, /*recovers_loss=*/true}};
+                                                {/*zero_copy=*/true, /*events=*/false, /*reads_peer_memory=*/false, /*recovers_loss=*/true, /*chosen_by_auto=*/false}};
 
 }  // namespace sparcoll::transport

@@ -165,6 +165,6 @@ bool rdma_driver_usable(std::string* reason) { return rdma::rdma_device_usable(r
 }  // namespace
 
 extern const DriverDescriptor rdma_driver_descriptor{"rdma", 10, &create_and_set_up<rdma::RdmaDriver>, &rdma_driver_usable,
-                                                {/*zero_copy=*/true, /*events=*/true, /*reads_peer_memory=*/false, /*recovers_loss=*/false}};
+                                                {/*zero_copy=*/true, /*events=*/true, /*reads_peer_memory=*/false, /*recovers_loss=*/false, /*chosen_by_auto=*/true}};
 
 }  // namespace sparcoll::transport

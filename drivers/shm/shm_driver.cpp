@@ -197,6 +197,6 @@ void ShmDriver::build_channels(const DriverContext& ctx) {
 }  // namespace shm
 
 extern const DriverDescriptor shm_driver_descriptor{"shm", 30, &create_and_set_up<shm::ShmDriver>, nullptr,
-                                                {/*zero_copy=*/false, /*events=*/false, /*reads_peer_memory=*/true, /*recovers_loss=*/false}};
+                                                {/*zero_copy=*/false, /*events=*/false, /*reads_peer_memory=*/true, /*recovers_loss=*/false, /*chosen_by_auto=*/false}};
 
 }  // namespace sparcoll::transport

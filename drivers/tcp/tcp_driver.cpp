@@ -47,6 +47,6 @@ class TcpDriver final : public Driver {
 }  // namespace tcp
 
 extern const DriverDescriptor tcp_driver_descriptor{"tcp", 40, &create_and_set_up<tcp::TcpDriver>, nullptr,
-                                                {/*zero_copy=*/false, /*events=*/true, /*reads_peer_memory=*/false, /*recovers_loss=*/false}};
+                                                {/*zero_copy=*/false, /*events=*/true, /*reads_peer_memory=*/false, /*recovers_loss=*/false, /*chosen_by_auto=*/true}};
 
 }  // namespace sparcoll::transport

@@ -391,7 +391,7 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_AGGREGATOR_INDEX", "aggregator_index", "(unset)",
        "index of a dedicated aggregator process, 0 to aggregators-1.", {},
        &parse_nonnegative_int<&Options::aggregator_index>},
-      {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks the best one available.",
+      {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks shm when every process is on one host, else the most preferred transport auto may choose (rdma, then tcp) that every process can run.",
        {}, &parse_choice<&Options::transport, kTransports>},
       {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (by size: block_recursive_doubling, ring, then hybrid; SPARCOLL_SMALL_TENSOR_BYTES, SPARCOLL_HYBRID_MIN_BYTES), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid or block_recursive_doubling (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/log.hpp"
+#include "membership/auto_transport.hpp"
 #include "control/store_address.hpp"
 
 namespace sparcoll::membership {
@@ -52,6 +53,8 @@ std::vector<SharedSetting> shared_settings(const Options& o) {
 std::string encode_process(const transport::ProcessInfo& p, const Options& o) {
   std::ostringstream out;
   out << "name=" << p.name << "\npid=" << p.pid << "\nhost=" << p.host << "\naddress=" << p.address << "\n";
+  // What this process can run of the transports auto may choose (auto_transport.hpp).
+  if (o.transport == "auto") out << "transports=" << auto_candidates_here() << "\n";
   for (const auto& s : shared_settings(o)) out << s.variable << "=" << s.value << "\n";
   return out.str();
 }
@@ -157,6 +160,7 @@ Status join(const Options& options, Membership* out) {
 
   const auto mine = shared_settings(options);
   m.processes.resize(m.total());
+  std::vector<std::string> auto_candidates(m.total());
   for (std::uint32_t i = 0; i < m.total(); ++i) {
     std::string text;
     s = m.store->get(m.key_prefix + "proc/" + std::to_string(i), options.connect_timeout_ms, &text);
@@ -177,6 +181,7 @@ Status join(const Options& options, Membership* out) {
     p.pid = std::atoll(field(text, "pid").c_str());
     p.host = field(text, "host");
     p.address = field(text, "address");
+    auto_candidates[i] = field(text, "transports");
     for (const auto& setting : mine) {
       const std::string theirs = field(text, setting.variable);
       if (theirs != setting.value)
@@ -189,9 +194,9 @@ Status join(const Options& options, Membership* out) {
 
   m.transport = options.transport;
   if (m.transport == "auto") {
-    m.transport = "shm";
-    for (const auto& p : m.processes)
-      if (p.host != me.host) m.transport = "tcp";
+    std::string why;
+    m.transport = choose_auto_transport(m.processes, auto_candidates, &why);
+    SC_LOG_DEBUG("transport auto: %s (%s)", m.transport.c_str(), why.c_str());
   }
   *out = std::move(m);
   return Status();

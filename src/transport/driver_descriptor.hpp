@@ -21,6 +21,10 @@ struct DriverCapabilities {
   bool events = false;             // channels give a wait_fd() to sleep on (SPARCOLL_POLL_MODE=event)
   bool reads_peer_memory = false;  // read_peer_memory works (the `direct` allreduce)
   bool recovers_loss = false;      // the driver itself resends lost frames (its medium drops them)
+  // SPARCOLL_TRANSPORT=auto may pick it for a job across hosts: it needs no setting of its own
+  // (dpdk needs its port and EAL arguments, so it stays a choice the user makes; shm serves one
+  // host only, where auto always picks it).
+  bool chosen_by_auto = false;
 };
 
 struct DriverDescriptor {
