@@ -42,7 +42,7 @@ else
   run_live "test: step 7/7: rdma suites inside the Soft-RoCE VM (scripts/rxe-vm)" build/test-rdma-vm.log \
     scripts/rxe-vm --timeout 1500 -- /bin/sh -c 'status=0
       for suite in unit driver integration; do
-        build/tests/sparcoll-$suite-tests --gtest_filter="*/rdma:Rdma*:*Rdma*:AutoTransport.*" \
+        build/tests/sparcoll-$suite-tests --gtest_filter="*/rdma:Rdma*:*Rdma*:*AutoTransport.*" \
           --gtest_output=json:build/gtest-rdma-$suite-report.json || status=1
       done
       exit $status' || status=1

@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include "launch_util.hpp"
+#include "transport/driver.hpp"
 
 namespace {
 
 using sparcoll::testing::build_path;
 using sparcoll::testing::launch;
 using sparcoll::testing::LaunchResult;
+using sparcoll::testing::run_program;
 
 LaunchResult run_check(int ranks, const std::string& transport, int aggregators, const std::vector<std::string>& args,
                        const std::vector<std::string>& env = {}) {
@@ -293,6 +295,41 @@ TEST_P(AllreduceTransport, RegisteredSendBuffersAndRegistrationErrors) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Allreduce, AllreduceTransport, ::testing::Values("shm", "tcp"));
+
+// SPARCOLL_TRANSPORT=auto (src/membership/auto_transport.cpp) in whole jobs. For "several hosts"
+// each rank runs in a UTS namespace of its own under another hostname, so each has its own host
+// identity: auto must pick a transport that crosses hosts (shm would refuse them), the best one
+// every rank can run: rdma where it is usable (the Soft-RoCE VM), else tcp.
+LaunchResult run_auto(int ranks, bool separate_hosts) {
+  const std::string check = build_path("tests/integration/sparcoll-check") +
+                            " --sizes 1,257,20001 --dtypes f32,i32 --ops sum,max --densities 0,0.1,1";
+  std::vector<std::string> argv = {"-n", std::to_string(ranks), "--transport", "auto", "--env", "SPARCOLL_LOG_LEVEL=debug",
+                                   "--timeout", "240", "--"};
+  if (separate_hosts) {
+    argv.insert(argv.end(), {"/usr/bin/unshare", "--uts", "/bin/sh", "-c", "hostname \"host-$SPARCOLL_RANK\" && exec " + check});
+  } else {
+    argv.insert(argv.end(), {"/bin/sh", "-c", "exec " + check});
+  }
+  return launch(argv, {}, std::chrono::seconds(300));
+}
+
+TEST(AllreduceAutoTransport, OneHostRunsOverShm) {
+  const LaunchResult r = run_auto(3, false);
+  expect_passed(r);
+  EXPECT_NE(r.out.find("passed on 3 ranks over shm"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("transport auto: shm (every process is on one host)"), std::string::npos) << r.err;
+}
+
+TEST(AllreduceAutoTransport, SeveralHostsRunOverTheBestTransportTheyAllHave) {
+  if (run_program({"/usr/bin/unshare", "--uts", "/bin/true"}, {}, std::chrono::seconds(10)).exit_code != 0)
+    GTEST_SKIP() << "cannot make a UTS namespace here (unshare --uts needs root)";
+  std::string reason;
+  const std::string want = sparcoll::transport::driver_usable("rdma", &reason) ? "rdma" : "tcp";
+  const LaunchResult r = run_auto(3, true);
+  expect_passed(r);
+  EXPECT_NE(r.out.find("passed on 3 ranks over " + want), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("transport auto: " + want + " (processes on several hosts"), std::string::npos) << r.err;
+}
 
 }  // namespace
 
