@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "driver_cluster.hpp"
+#include "driver_exchange.hpp"
 #include "transport/driver_descriptor.hpp"
 
 namespace sparcoll::test {
@@ -38,10 +39,6 @@ class DriverConformance : public ::testing::TestWithParam<std::string> {
     return c;
   }
 };
-
-bool same_bytes(const ReceivedMessage& got, const TestMessage& want) {
-  return got.size == want.size && std::memcmp(got.data, want.bytes, want.size) == 0;
-}
 
 TEST_P(DriverConformance, ReportsItsNameAndLimits) {
   DriverCluster cluster(config(2, 2));
@@ -126,60 +123,7 @@ TEST_P(DriverConformance, ManyMessagesArriveInOrder) {
   DriverCluster cluster(config(kProcesses, kChannels));
   Status started = cluster.start();
   ASSERT_TRUE(started.ok()) << started.to_string();
-  std::atomic<std::uint32_t> finished{0};
-  cluster.run([&](std::uint32_t self) {
-    std::uint64_t next_send[kChannels][kProcesses] = {};
-    std::uint64_t next_recv[kChannels][kProcesses] = {};
-    std::uint64_t received = 0;
-    const std::uint64_t expected = kPerPeer * (kProcesses - 1) * kChannels;
-    bool counted = false;
-    const auto give_up = Clock::now() + kTestDeadline;
-    while (finished.load() < kProcesses) {
-      if (Clock::now() > give_up) {
-        ADD_FAILURE() << "rank " << self << " received " << received << " of " << expected << " messages";
-        return;
-      }
-      bool idle = true;
-      for (std::uint32_t c = 0; c < kChannels; ++c) {
-        Channel& channel = cluster.driver(self).channel(c);
-        for (std::uint32_t peer = 0; peer < kProcesses; ++peer) {
-          if (peer == self) continue;
-          // A burst per peer, until back-pressure.
-          for (int burst = 0; burst < 64 && next_send[c][peer] < kPerPeer; ++burst) {
-            const SendResult r = send_gathered(channel, peer, test_message(next_send[c][peer], self, peer, c, 4096));
-            ASSERT_NE(r, SendResult::error) << channel.error().to_string();
-            if (r == SendResult::no_resource) break;
-            ++next_send[c][peer];
-            idle = false;
-          }
-        }
-        ReceivedMessage got[32];
-        const int k = channel.poll(got, 32);
-        ASSERT_GE(k, 0) << channel.error().to_string();
-        for (int m = 0; m < k; ++m) {
-          const std::uint32_t from = got[m].peer;
-          ASSERT_LT(from, kProcesses);
-          ASSERT_EQ(reinterpret_cast<std::uintptr_t>(got[m].data) % 8, 0u) << "misaligned message";
-          const TestMessage want = test_message(next_recv[c][from], from, self, c, 4096);
-          ASSERT_TRUE(same_bytes(got[m], want)) << "rank " << self << " channel " << c << ": message "
-                                                << next_recv[c][from] << " from rank " << from << " is wrong or out of order";
-          ++next_recv[c][from];
-          ++received;
-          idle = false;
-        }
-      }
-      if (!counted && received == expected) {
-        counted = true;
-        finished.fetch_add(1);
-      }
-      if (idle) std::this_thread::yield();
-    }
-    for (std::uint32_t c = 0; c < kChannels; ++c)
-      for (std::uint32_t peer = 0; peer < kProcesses; ++peer)
-        if (peer != self) {
-          EXPECT_EQ(next_recv[c][peer], kPerPeer);
-        }
-  });
+  exchange_all(cluster, kPerPeer);
 }
 
 // The sender fills the path to a receiver that does not poll until send() says no_resource
