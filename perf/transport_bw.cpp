@@ -43,6 +43,7 @@
 
 #include "membership/bootstrap.hpp"
 #include "control/store.hpp"
+#include "membership/store_exchange.hpp"
 #include "transport/driver.hpp"
 
 namespace {
@@ -111,10 +112,11 @@ Status create(const Run& run, std::uint32_t i, Options* options, std::unique_ptr
   options->shm_ring_bytes = 1u << 24;
   Status s = control::Store::connect(run.store, kToken, run.procs[i].name, 10000, store);
   if (!s.ok()) return s;
+  membership::StoreExchange exchange(**store, "bw/", run.driver_name, i);
   transport::DriverContext ctx;
   ctx.options = options;
-  ctx.store = store->get();
-  ctx.key_prefix = "bw/";
+  ctx.exchange = &exchange;
+  ctx.job_id = "bw/";
   ctx.self = i;
   ctx.processes = run.procs;
   ctx.peers = {1 - i};

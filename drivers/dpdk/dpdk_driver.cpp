@@ -1,15 +1,15 @@
 // The dpdk driver: EAL, addressing, ports, one DpdkChannel per channel, and the close handshake.
 //
-// Setup, per process (keys under ctx.key_prefix):
+// Setup, per process (topics of the setup exchange in quotes):
 //   1. start the EAL (once per process); memif mode unless its arguments name a device;
-//   2. publish "dpdk/addr/<self>": mode, a random per-driver nonce, mac, ip, udp base port,
+//   2. publish "addr": mode, a random per-driver nonce, mac, ip, udp base port,
 //      channels and the largest frame this process takes; read every peer's;
 //   3. per channel: a mempool and a steering ring;
 //   4. memif: one net_memif port per peer (lower index = server) on an abstract socket named
 //      from both nonces, one queue pair per channel; start (retried: a client before its server
 //      fails) and wait for every link. Port mode: configure the shared port (queues, offloads,
 //      rte_flow / RSS steering) and start it;
-//   5. publish "dpdk/ready/<self>" and wait for every peer's.
+//   5. publish "ready" and wait for every peer's.
 // Teardown: every channel sends FIN and keeps polling until each peer answered FIN_ACK (or its
 // link went down), then the port is closed (memif: per peer, as soon as that peer is through).
 // What is not through after 100 ms is handed to a background closer that finishes the
@@ -54,7 +54,6 @@
 #include <rte_memory.h>
 
 #include "common/log.hpp"
-#include "control/store.hpp"
 #include "dpdk_channel.hpp"
 #include "dpdk_driver.hpp"
 #include "dpdk_eal.hpp"
@@ -148,15 +147,6 @@ bool decode(const std::string& text, Identity* out) {
          out->udp < 65536 && out->frame > kHeadersLen && out->frame <= 65535;
 }
 
-std::string addr_key(const DriverContext& ctx, std::uint32_t who) {
-  return ctx.key_prefix + "dpdk/addr/" + std::to_string(who);
-}
-std::string servers_key(const DriverContext& ctx, std::uint32_t who) {
-  return ctx.key_prefix + "dpdk/memif-servers/" + std::to_string(who);
-}
-std::string ready_key(const DriverContext& ctx, std::uint32_t who) {
-  return ctx.key_prefix + "dpdk/ready/" + std::to_string(who);
-}
 
 std::uint32_t round_up(std::uint32_t v, std::uint32_t to) { return (v + to - 1) / to * to; }
 
@@ -527,7 +517,7 @@ Status DpdkDriver::create_memif_link(const DriverContext& ctx, const Identity& m
   const std::uint32_t hi = server ? peer : ctx.self;
   const std::uint64_t nonce_lo = server ? me.nonce : them.nonce;
   const std::uint64_t nonce_hi = server ? them.nonce : me.nonce;
-  const std::uint64_t pair = fnv1a64(ctx.options->job_token + "\n" + ctx.key_prefix + "\n" + hex64(nonce_lo) + "\n" +
+  const std::uint64_t pair = fnv1a64(ctx.options->job_token + "\n" + ctx.job_id + "\n" + hex64(nonce_lo) + "\n" +
                                      hex64(nonce_hi) + "\n" + std::to_string(lo) + "\n" + std::to_string(hi));
   const std::string socket = "/sparcoll-" + hex64(pair) + "-" + std::to_string(lo) + "-" + std::to_string(hi);
   const std::string name = "net_memif_" + hex64(pair).substr(0, 12) + "_" + std::to_string(ctx.self) + "_" + std::to_string(peer);
@@ -555,11 +545,7 @@ Status DpdkDriver::open_memif_ports(const DriverContext& ctx, const Identity& me
     if (peer < ctx.self) servers.push_back(peer);
   for (int pass = 0; pass < 2; ++pass) {
     if (pass == 1) {
-      Status status = ctx.store->set(servers_key(ctx, ctx.self), "1");
-      if (!status.ok()) return status;
-      std::vector<std::string> ignored;
-      status = gather_peer_keys(ctx, servers, [&](std::uint32_t peer) { return servers_key(ctx, peer); }, deadline,
-                                "dpdk", "start their memif servers", &ignored);
+      Status status = wait_for_peers(ctx, servers, "memif-servers", deadline, "dpdk", "start their memif servers");
       if (!status.ok()) return status;
     }
     for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
@@ -642,11 +628,7 @@ Status DpdkDriver::setup(const DriverContext& ctx) {
     core_->channels.push_back(std::make_unique<DpdkChannel>(channel_setup(ctx, c, me, theirs.peers, shared, limit)));
 
   // Every peer's ports are up before any frame is sent to them.
-  status = ctx.store->set(ready_key(ctx, ctx.self), "1");
-  if (!status.ok()) return status;
-  std::vector<std::string> ignored;
-  status = gather_peer_keys(ctx, ctx.peers, [&](std::uint32_t peer) { return ready_key(ctx, peer); }, deadline, "dpdk",
-                            "bring up their dpdk ports", &ignored);
+  status = wait_for_peers(ctx, ctx.peers, "ready", deadline, "dpdk", "bring up their dpdk ports");
   if (!status.ok()) return status;
   core_->complete = true;
   return Status::Ok();
@@ -671,11 +653,10 @@ void DpdkDriver::choose_memif_zero_copy_link(const DriverContext& ctx, const Eal
 // Publishes this process's address and reads every peer's: same mode, same channel count.
 Status DpdkDriver::exchange_identities(const DriverContext& ctx, const Identity& me, const SetupDeadline& deadline,
                                        PeerIdentities* out) {
-  Status status = ctx.store->set(addr_key(ctx, ctx.self), encode(me));
+  Status status = ctx.exchange->publish("addr", encode(me));
   if (!status.ok()) return status;
   std::vector<std::string> values;
-  status = gather_peer_keys(ctx, ctx.peers, [&](std::uint32_t peer) { return addr_key(ctx, peer); }, deadline, "dpdk",
-                            "publish their dpdk addresses", &values);
+  status = read_from_peers(ctx, ctx.peers, "addr", false, deadline, "dpdk", "publish their dpdk addresses", &values);
   if (!status.ok()) return status;
   out->peers.assign(ctx.peers.size(), Identity{});
   out->frame = me.frame;
@@ -818,7 +799,7 @@ ChannelSetup DpdkDriver::channel_setup(const DriverContext& ctx, std::uint32_t c
     ps.udp_port = static_cast<std::uint16_t>(them.udp + c);
     // One id per pair of driver incarnations: frames of another job, or of an earlier
     // communicator of this one, never pass.
-    ps.job_id = fnv1a64(o.job_token + "\n" + ctx.key_prefix + "\n" + hex64(lower ? me.nonce : them.nonce) + "\n" +
+    ps.job_id = fnv1a64(o.job_token + "\n" + ctx.job_id + "\n" + hex64(lower ? me.nonce : them.nonce) + "\n" +
                         hex64(lower ? them.nonce : me.nonce) + "\njob");
     ps.target = core_->memif ? static_cast<std::uint32_t>(i) : 0;
     ps.copy_user_memory = static_cast<std::int32_t>(i) == core_->memif_zero_copy_link;

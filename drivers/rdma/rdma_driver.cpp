@@ -1,12 +1,13 @@
-// The rdma driver: device choice, one RdmaChannel per channel, connection through the store.
+// The rdma driver: device choice, one RdmaChannel per channel, connection through the setup
+// exchange.
 //
-// Setup, per process (keys under ctx.key_prefix):
+// Setup, per process (topics of the setup exchange in quotes):
 //   1. choose device, port and GID (rdma_device.hpp), open it, allocate the PD;
 //   2. per channel: CQ, registered rings and staging, one QP per peer in INIT with its
 //      receives posted;
-//   3. publish, for each peer, the endpoints of our QPs to it (one line per channel) at
-//      "rdma/qp/<self>/<peer>"; read theirs at "rdma/qp/<peer>/<self>";
-//   4. move every QP to RTR and RTS, publish "rdma/ready/<self>" and wait for every peer's:
+//   3. publish, for each peer alone, the endpoints of our QPs to it (one line per channel) as
+//      "qp"; read the ones each peer published for us;
+//   4. move every QP to RTR and RTS, publish "ready" and wait for every peer's:
 //      nobody writes before every QP that could be written to is ready, so no early packet
 //      burns retries.
 // Zero-copy: buffers the application registers (Communicator::register_buffer) go through the
@@ -21,7 +22,6 @@
 #include <vector>
 
 #include "common/log.hpp"
-#include "control/store.hpp"
 #include "rdma_channel.hpp"
 #include "rdma_device.hpp"
 #include "rdma_driver.hpp"
@@ -83,13 +83,6 @@ bool RdmaDriver::register_memory(const void* addr, std::size_t len, UserMemory* 
   return true;
 }
 
-std::string qp_key(const DriverContext& ctx, std::uint32_t from, std::uint32_t to) {
-  return ctx.key_prefix + "rdma/qp/" + std::to_string(from) + "/" + std::to_string(to);
-}
-std::string ready_key(const DriverContext& ctx, std::uint32_t who) {
-  return ctx.key_prefix + "rdma/ready/" + std::to_string(who);
-}
-
 Status RdmaDriver::setup(const DriverContext& ctx) {
   const SetupDeadline deadline(ctx.deadline_ms);
   std::vector<DeviceInfo> devices;
@@ -120,13 +113,11 @@ Status RdmaDriver::exchange_endpoints(const DriverContext& ctx, const SetupDeadl
   for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
     std::string lines;
     for (auto& channel : channels_) lines += encode_endpoint(channel->local_endpoint(i)) + "\n";
-    Status status = ctx.store->set(qp_key(ctx, ctx.self, ctx.peers[i]), lines);
+    Status status = ctx.exchange->publish_to(ctx.peers[i], "qp", lines);
     if (!status.ok()) return status;
   }
   std::vector<std::string> values;
-  Status status = gather_peer_keys(
-      ctx, ctx.peers, [&](std::uint32_t peer) { return qp_key(ctx, peer, ctx.self); }, deadline, "rdma",
-      "publish their rdma queue pairs", &values);
+  Status status = read_from_peers(ctx, ctx.peers, "qp", true, deadline, "rdma", "publish their rdma queue pairs", &values);
   if (!status.ok()) return status;
   for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
     const std::string name = process_name(ctx, ctx.peers[i]);
@@ -142,12 +133,7 @@ Status RdmaDriver::exchange_endpoints(const DriverContext& ctx, const SetupDeadl
       if (!status.ok()) return status;
     }
   }
-  status = ctx.store->set(ready_key(ctx, ctx.self), "1");
-  if (!status.ok()) return status;
-  std::vector<std::string> ignored;
-  return gather_peer_keys(
-      ctx, ctx.peers, [&](std::uint32_t peer) { return ready_key(ctx, peer); }, deadline, "rdma",
-      "connect their rdma queue pairs", &ignored);
+  return wait_for_peers(ctx, ctx.peers, "ready", deadline, "rdma", "connect their rdma queue pairs");
 }
 
 }  // namespace

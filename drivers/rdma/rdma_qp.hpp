@@ -1,5 +1,5 @@
 // One RC queue pair per (peer, channel): creation, the INIT -> RTR -> RTS transitions, and the
-// endpoint record peers exchange through the store to connect them.
+// endpoint record peers exchange (the setup exchange) to connect them.
 //
 // Timeouts are chosen so a dead peer turns into a failed completion within about a second:
 //   timeout 14 -> 4.096 us * 2^14 = 67 ms per try, retry_cnt 6 -> 7 tries = ~470 ms
@@ -26,7 +26,7 @@ inline constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms
 inline constexpr std::uint32_t kWantedInline = 128;
 
 // What a peer needs to connect to our QP and write into our memory. Serialised as one line of
-// "key=hex" fields so the store value is readable in a debugger.
+// "key=hex" fields so the exchanged blob is readable in a debugger.
 struct Endpoint {
   std::uint32_t qpn = 0;
   std::uint32_t psn = 0;

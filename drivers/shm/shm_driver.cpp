@@ -1,10 +1,10 @@
-// The shm driver: setup through the store, then one ShmChannel per channel.
+// The shm driver: setup through the setup exchange, then one ShmChannel per channel.
 //
-// Setup, per process (keys under ctx.key_prefix):
+// Setup, per process (topics of the setup exchange in quotes):
 //   1. check that every peer runs on this host and that the ring size fits max_message;
-//   2. create our segment with one inbound ring per (peer, channel), publish its name at
-//      "shm/segment/<self>";
-//   3. map every peer's segment, then announce it at "shm/mapped/<peer>/<self>";
+//   2. create our segment with one inbound ring per (peer, channel), publish its name as
+//      "segment";
+//   3. map every peer's segment, then tell that peer so ("mapped", for it alone);
 //   4. wait until every peer has mapped ours, then unlink our name: from then on the memory
 //      lives only as long as the mappings, so a crash leaves no file in /dev/shm.
 // A process killed between 2 and 4 cannot remove its name. So: when setup fails, a survivor
@@ -24,7 +24,6 @@
 #include "shm_segment.hpp"
 #include "transport/driver.hpp"
 #include "transport/driver_descriptor.hpp"
-#include "control/store.hpp"
 #include "transport/setup_util.hpp"
 
 namespace sparcoll::transport {
@@ -89,13 +88,6 @@ Status check_ring_size(const DriverContext& ctx, std::uint64_t ring_bytes) {
   return Status::Ok();
 }
 
-std::string segment_key(const DriverContext& ctx, std::uint32_t owner) {
-  return ctx.key_prefix + "shm/segment/" + std::to_string(owner);
-}
-std::string mapped_key(const DriverContext& ctx, std::uint32_t owner, std::uint32_t by) {
-  return ctx.key_prefix + "shm/mapped/" + std::to_string(owner) + "/" + std::to_string(by);
-}
-
 Status ShmDriver::setup(const DriverContext& ctx) {
   const SetupDeadline deadline(ctx.deadline_ms);
   Status status = check_locality(ctx);
@@ -130,17 +122,15 @@ Status ShmDriver::create_own_segment(const DriverContext& ctx, std::uint64_t rin
   std::vector<RingKey> rings;
   for (std::uint32_t peer : ctx.peers)
     for (std::uint32_t channel = 0; channel < ctx.channels; ++channel) rings.push_back(RingKey{peer, channel});
-  const std::string name = segment_name(ctx.key_prefix, getpid(), ctx.self);
+  const std::string name = segment_name(ctx.job_id, getpid(), ctx.self);
   Status status = Segment::create(name, ctx.self, ctx.max_message, ring_bytes, rings, &own_);
   if (!status.ok()) return status;
-  return ctx.store->set(segment_key(ctx, ctx.self), name);
+  return ctx.exchange->publish("segment", name);
 }
 
 Status ShmDriver::map_peer_segments(const DriverContext& ctx, const SetupDeadline& deadline) {
   std::vector<std::string> names;
-  Status status = gather_peer_keys(
-      ctx, ctx.peers, [&](std::uint32_t peer) { return segment_key(ctx, peer); }, deadline, "shm",
-      "publish their shm segments", &names);
+  Status status = read_from_peers(ctx, ctx.peers, "segment", false, deadline, "shm", "publish their shm segments", &names);
   if (!status.ok()) return status;
   peer_names_ = names;
   peer_segments_.resize(ctx.peers.size());
@@ -154,7 +144,7 @@ Status ShmDriver::map_peer_segments(const DriverContext& ctx, const SetupDeadlin
                                              " on channel " + std::to_string(channel) +
                                              " (the processes disagree on peers or channel count)");
     }
-    status = ctx.store->set(mapped_key(ctx, peer, ctx.self), "1");
+    status = ctx.exchange->publish_to(peer, "mapped", "1");
     if (!status.ok()) return status;
   }
   return Status::Ok();
@@ -162,9 +152,7 @@ Status ShmDriver::map_peer_segments(const DriverContext& ctx, const SetupDeadlin
 
 Status ShmDriver::wait_until_mapped(const DriverContext& ctx, const SetupDeadline& deadline) {
   std::vector<std::string> ignored;
-  return gather_peer_keys(
-      ctx, ctx.peers, [&](std::uint32_t peer) { return mapped_key(ctx, ctx.self, peer); }, deadline, "shm",
-      "map this process's shm segment", &ignored);
+  return read_from_peers(ctx, ctx.peers, "mapped", true, deadline, "shm", "map this process's shm segment", &ignored);
 }
 
 void ShmDriver::build_channels(const DriverContext& ctx) {

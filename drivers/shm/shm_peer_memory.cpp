@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "common/log.hpp"
-#include "control/store.hpp"
 #include "shm_channel.hpp"
 #include "transport/setup_util.hpp"
 
@@ -64,13 +63,11 @@ Status ShmChannel::read_peer_memory(std::uint32_t peer, std::uint64_t remote, vo
 Status agree_on_peer_reads(const DriverContext& ctx, const std::vector<std::int64_t>& peer_pids,
                            const void* probe, std::uint64_t probe_value, const SetupDeadline& deadline, bool* enabled) {
   // 1. Where our probe word is; 2. whether we could read every peer's; 3. everyone's answers.
-  const std::string prefix = ctx.key_prefix + "shm/peer_reads/";
-  Status s = ctx.store->set(prefix + "probe/" + std::to_string(ctx.self), std::to_string(reinterpret_cast<std::uint64_t>(probe)));
+  Status s = ctx.exchange->publish("peer_reads/probe", std::to_string(reinterpret_cast<std::uint64_t>(probe)));
   if (!s.ok()) return s;
   std::vector<std::string> probes;
-  s = gather_peer_keys(
-      ctx, ctx.peers, [&](std::uint32_t peer) { return prefix + "probe/" + std::to_string(peer); }, deadline, "shm",
-      "publish their probe addresses", &probes);
+  s = read_from_peers(ctx, ctx.peers, "peer_reads/probe", false, deadline, "shm", "publish their probe addresses",
+                      &probes);
   if (!s.ok()) return s;
   std::string mine = ctx.options->shm_peer_reads == "off" ? "off (SPARCOLL_SHM_PEER_READS=off)" : "yes";
   for (std::size_t i = 0; i < ctx.peers.size() && mine == "yes"; ++i) {
@@ -80,12 +77,11 @@ Status agree_on_peer_reads(const DriverContext& ctx, const std::vector<std::int6
     else if (value != probe_value)
       mine = process_name(ctx, ctx.peers[i]) + ": read a different word";
   }
-  s = ctx.store->set(prefix + "answer/" + std::to_string(ctx.self), mine);
+  s = ctx.exchange->publish("peer_reads/answer", mine);
   if (!s.ok()) return s;
   std::vector<std::string> answers;
-  s = gather_peer_keys(
-      ctx, ctx.peers, [&](std::uint32_t peer) { return prefix + "answer/" + std::to_string(peer); }, deadline, "shm",
-      "say whether they can read peers' memory", &answers);
+  s = read_from_peers(ctx, ctx.peers, "peer_reads/answer", false, deadline, "shm",
+                      "say whether they can read peers' memory", &answers);
   if (!s.ok()) return s;
   *enabled = mine == "yes";
   for (std::size_t i = 0; i < answers.size(); ++i) {

@@ -177,9 +177,9 @@ void Segment::populate(RingControl* control) const {
 #endif
 }
 
-std::string segment_name(const std::string& key_prefix, std::int64_t owner_pid, std::uint32_t index) {
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a: the prefix may hold any byte
-  for (unsigned char c : key_prefix) {
+std::string segment_name(const std::string& job_id, std::int64_t owner_pid, std::uint32_t index) {
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a: the job id may hold any byte
+  for (unsigned char c : job_id) {
     hash ^= c;
     hash *= 1099511628211ull;
   }

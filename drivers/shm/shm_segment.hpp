@@ -103,10 +103,10 @@ class Segment {
   bool linked_ = false;  // we created the name and have not removed it yet
 };
 
-// The segment name of process `index` with pid `owner_pid` in the job keyed by key_prefix:
-// "/sparcoll-<hash of prefix>-<pid>-<index>", short and free of '/' whatever the prefix holds;
-// the pid keeps two jobs that reuse a prefix on one host apart.
-std::string segment_name(const std::string& key_prefix, std::int64_t owner_pid, std::uint32_t index);
+// The segment name of process `index` with pid `owner_pid` in job `job_id`:
+// "/sparcoll-<hash of job id>-<pid>-<index>", short and free of '/' whatever the id holds;
+// the pid keeps two jobs that reuse an id on one host apart.
+std::string segment_name(const std::string& job_id, std::int64_t owner_pid, std::uint32_t index);
 
 // The owner's pid in a name made by segment_name, or -1 for a name of another form.
 std::int64_t segment_owner_pid(const std::string& name);

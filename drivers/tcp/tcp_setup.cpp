@@ -14,7 +14,6 @@
 #include <memory>
 
 #include "common/log.hpp"
-#include "control/store.hpp"
 #include "tcp_address.hpp"
 #include "tcp_congestion.hpp"
 #include "tcp_wire.hpp"
@@ -181,9 +180,9 @@ Status Handshaker::run(ConnectionTable* out) {
 }
 
 Status Handshaker::choose_listen_address(SocketAddress* bind_to, std::string* advertise_ip) {
-  // Where peers reach us: our ProcessInfo address, else the address we reach the store from.
+  // Where peers reach us: our ProcessInfo address, else the address we reach the job from.
   std::string reachable = ctx_.processes[ctx_.self].address;
-  if (reachable.empty()) reachable = ctx_.store->local_address();
+  if (reachable.empty()) reachable = ctx_.exchange->local_address();
   const std::string& configured = ctx_.options->tcp_addr;
   SocketAddress reachable_address;
   if (!reachable.empty()) {
@@ -240,7 +239,7 @@ Status Handshaker::listen_and_publish() {
   if (epoll_ctl(epoll_, EPOLL_CTL_ADD, listener_, &event) != 0)
     return Status(ErrorCode::system_error, "epoll_ctl for the tcp listener failed: " + errno_text(errno));
   SC_LOG_DEBUG("tcp driver listening on %s", published.c_str());
-  return ctx_.store->set(ctx_.key_prefix + "tcp/address/" + std::to_string(ctx_.self), published);
+  return ctx_.exchange->publish("address", published);
 }
 
 Status Handshaker::connect_to_higher_peers() {
@@ -248,9 +247,7 @@ Status Handshaker::connect_to_higher_peers() {
   for (std::uint32_t peer : ctx_.peers)
     if (peer > ctx_.self) higher.push_back(peer);
   std::vector<std::string> addresses;
-  Status status = gather_peer_keys(
-      ctx_, higher, [&](std::uint32_t peer) { return ctx_.key_prefix + "tcp/address/" + std::to_string(peer); }, deadline_,
-      "tcp", "publish their tcp addresses", &addresses);
+  Status status = read_from_peers(ctx_, higher, "address", false, deadline_, "tcp", "publish their tcp addresses", &addresses);
   if (!status.ok()) return status;
   for (std::size_t i = 0; i < higher.size(); ++i) {
     SocketAddress address;

@@ -1,6 +1,6 @@
 // Connection setup of the tcp driver, all inside create_driver and within ctx.deadline_ms.
 //
-// Every process listens on one port and publishes "ip:port" at "<key_prefix>tcp/address/<self>".
+// Every process listens on one port and publishes "ip:port" as "address" (setup exchange).
 // For each (peer, channel) there is exactly one connection, opened by the process with the
 // lower index: it sends a hello carrying the job token, its process index and the channel;
 // the acceptor checks all three and answers accept or reject (tcp_wire.hpp). Everything runs

@@ -12,6 +12,7 @@
 #include "common/log.hpp"
 #include "block_sparse/limits.hpp"
 #include "block_sparse/op_scan.hpp"
+#include "membership/store_exchange.hpp"
 
 namespace sparcoll::detail {
 
@@ -109,10 +110,12 @@ Status CommunicatorImpl::setup(const Options& options) {
 
   const std::vector<std::uint32_t> peers = peers_of(cfg.layout);
   if (!peers.empty()) {
+    // Peers exist only in a job of several processes, which has a store.
+    membership::StoreExchange exchange(*membership_.store, membership_.key_prefix, membership_.transport, membership_.self);
     transport::DriverContext ctx;
     ctx.options = &options_;
-    ctx.store = membership_.store.get();
-    ctx.key_prefix = membership_.key_prefix;
+    ctx.exchange = &exchange;
+    ctx.job_id = membership_.key_prefix;
     ctx.self = membership_.self;
     ctx.processes = membership_.processes;
     ctx.peers = peers;

@@ -25,10 +25,7 @@
 
 #include "sparcoll/options.hpp"
 #include "sparcoll/status.hpp"
-
-namespace sparcoll::control {
-class Store;
-}
+#include "transport/setup_exchange.hpp"
 
 namespace sparcoll::transport {
 
@@ -120,7 +117,7 @@ class Channel {
   }
 };
 
-// Who a process is; published through the store by every process at setup.
+// Who a process is; every process publishes it when it joins the job.
 struct ProcessInfo {
   std::uint32_t index = 0;   // process index: workers 0..W-1, dedicated aggregators W..W+M-1
   std::string name;          // "rank 2" or "aggregator 0" (for messages)
@@ -131,8 +128,8 @@ struct ProcessInfo {
 
 struct DriverContext {
   const Options* options = nullptr;
-  control::Store* store = nullptr;      // for exchanging addresses; keys must start with key_prefix
-  std::string key_prefix;               // e.g. "job/<epoch>/"
+  SetupExchange* exchange = nullptr;    // for telling peers where to reach this process
+  std::string job_id;                   // unique to this job (names host-local resources: shm segments)
   std::uint32_t self = 0;               // my process index
   std::vector<ProcessInfo> processes;   // every process in the job, by index
   std::vector<std::uint32_t> peers;     // the processes I exchange messages with (never self)

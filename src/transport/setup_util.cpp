@@ -1,7 +1,5 @@
 #include "transport/setup_util.hpp"
 
-#include "control/store.hpp"
-
 namespace sparcoll::transport {
 
 std::string process_name(const DriverContext& ctx, std::uint32_t index) {
@@ -20,7 +18,7 @@ std::string process_list(const DriverContext& ctx, const std::vector<std::uint32
 
 Status check_context(const DriverContext& ctx) {
   if (ctx.options == nullptr) return Status(ErrorCode::invalid_argument, "driver context has no options");
-  if (ctx.store == nullptr) return Status(ErrorCode::invalid_argument, "driver context has no store");
+  if (ctx.exchange == nullptr) return Status(ErrorCode::invalid_argument, "driver context has no setup exchange");
   if (ctx.self >= ctx.processes.size())
     return Status(ErrorCode::invalid_argument, "driver context: self index " + std::to_string(ctx.self) +
                                                    " is outside the " + std::to_string(ctx.processes.size()) +
@@ -46,26 +44,34 @@ Status check_context(const DriverContext& ctx) {
   return Status::Ok();
 }
 
-Status gather_peer_keys(const DriverContext& ctx, const std::vector<std::uint32_t>& peers,
-                        const std::function<std::string(std::uint32_t)>& key_of, const SetupDeadline& deadline,
-                        const char* driver, const char* what, std::vector<std::string>* values) {
+Status read_from_peers(const DriverContext& ctx, const std::vector<std::uint32_t>& peers, std::string_view topic,
+                       bool for_me, const SetupDeadline& deadline, const char* driver, const char* what,
+                       std::vector<std::string>* blobs) {
   std::vector<std::string> found(peers.size());
   for (std::size_t i = 0; i < peers.size(); ++i) {
-    Status status = ctx.store->get(key_of(peers[i]), deadline.remaining_ms(), &found[i]);
+    Status status = ctx.exchange->read(peers[i], topic, for_me, deadline.remaining_ms(), &found[i]);
     if (status.ok()) continue;
     if (status.code() != ErrorCode::timeout) return status;
-    // Out of time: look (briefly) at the remaining keys too so the error names every laggard.
+    // Out of time: look (briefly) at the remaining peers too so the error names every laggard.
     constexpr std::uint32_t kProbeMs = 50;
     std::vector<std::uint32_t> missing{peers[i]};
     for (std::size_t j = i + 1; j < peers.size(); ++j) {
       std::string ignored;
-      if (!ctx.store->get(key_of(peers[j]), kProbeMs, &ignored).ok()) missing.push_back(peers[j]);
+      if (!ctx.exchange->read(peers[j], topic, for_me, kProbeMs, &ignored).ok()) missing.push_back(peers[j]);
     }
     return Status(ErrorCode::timeout, std::string(driver) + " setup timed out after " + std::to_string(deadline.total_ms()) +
                                           " ms waiting for " + process_list(ctx, missing) + " to " + what);
   }
-  *values = std::move(found);
+  *blobs = std::move(found);
   return Status::Ok();
+}
+
+Status wait_for_peers(const DriverContext& ctx, const std::vector<std::uint32_t>& peers, std::string_view topic,
+                      const SetupDeadline& deadline, const char* driver, const char* what) {
+  Status status = ctx.exchange->publish(topic, "1");
+  if (!status.ok()) return status;
+  std::vector<std::string> ignored;
+  return read_from_peers(ctx, peers, topic, false, deadline, driver, what, &ignored);
 }
 
 }  // namespace sparcoll::transport

@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sparcoll/status.hpp"
@@ -39,12 +39,17 @@ std::string process_list(const DriverContext& ctx, const std::vector<std::uint32
 // Checks what every driver relies on: options and store present, self and peers in range,
 // no duplicate peer, at least one channel, a non-zero max message.
 Status check_context(const DriverContext& ctx);
-// Reads key_of(peer) from the store for every peer, waiting until the deadline. On timeout the
-// error names every peer whose key is still missing: "<driver> setup timed out after 30000 ms
-// waiting for rank 2, rank 3 to <what>". Other store errors (auth, broken store) pass through.
-Status gather_peer_keys(const DriverContext& ctx, const std::vector<std::uint32_t>& peers,
-                        const std::function<std::string(std::uint32_t)>& key_of, const SetupDeadline& deadline,
-                        const char* driver, const char* what, std::vector<std::string>* values);
+// Reads every listed peer's blob for `topic` from ctx.exchange (with `for_me`, the one each
+// published for this process), waiting until the deadline. On timeout the error names every peer
+// still missing: "<driver> setup timed out after 30000 ms waiting for rank 2, rank 3 to <what>".
+// Other exchange errors (auth, a broken store) pass through.
+Status read_from_peers(const DriverContext& ctx, const std::vector<std::uint32_t>& peers, std::string_view topic,
+                       bool for_me, const SetupDeadline& deadline, const char* driver, const char* what,
+                       std::vector<std::string>* blobs);
+// A barrier between two steps of setup: publishes an empty `topic` and waits until every one of
+// `peers` has published it too (the error as read_from_peers').
+Status wait_for_peers(const DriverContext& ctx, const std::vector<std::uint32_t>& peers, std::string_view topic,
+                      const SetupDeadline& deadline, const char* driver, const char* what);
 // strerror(err), lowercase ("connection refused"), thread-safe.
 std::string errno_text(int err);
 

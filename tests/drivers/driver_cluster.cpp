@@ -37,6 +37,7 @@ DriverCluster::DriverCluster(ClusterConfig config) : config_(std::move(config)) 
   pids_.assign(config_.processes, getpid());
   hosts_.assign(config_.processes, "driver-test-host");
   stores_.resize(config_.processes);
+  exchanges_.resize(config_.processes);
   drivers_.resize(config_.processes);
 }
 
@@ -66,11 +67,12 @@ Status DriverCluster::context(std::uint32_t i, transport::DriverContext* out) {
   if (stores_[i] == nullptr) {
     Status status = control::Store::connect(store_address(), kTestJobToken, "rank " + std::to_string(i), 5000, &stores_[i]);
     if (!status.ok()) return status;
+    exchanges_[i] = std::make_unique<membership::StoreExchange>(*stores_[i], key_prefix_, config_.driver, i);
   }
   transport::DriverContext ctx;
   ctx.options = options_[i].get();
-  ctx.store = stores_[i].get();
-  ctx.key_prefix = key_prefix_;
+  ctx.exchange = exchanges_[i].get();
+  ctx.job_id = key_prefix_;
   ctx.self = i;
   ctx.processes = processes();
   for (std::uint32_t p = 0; p < config_.processes; ++p)

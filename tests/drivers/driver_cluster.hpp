@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "control/store.hpp"
+#include "membership/store_exchange.hpp"
 #include "sparcoll/options.hpp"
 #include "transport/driver.hpp"
 
@@ -37,7 +38,8 @@ class DriverCluster {
   std::string store_address() const;
   // Options of process i, to change before create (e.g. a wrong job token).
   Options& options(std::uint32_t i) { return *options_[i]; }
-  // The context process i passes to create_driver (connects its store client on first use).
+  // The context process i passes to create_driver (connects its store client on first use;
+  // valid while the cluster lives).
   Status context(std::uint32_t i, transport::DriverContext* out);
   // Creates the drivers of `which` (default: all) concurrently, one thread each, as processes
   // would; returns each one's status.
@@ -66,6 +68,7 @@ class DriverCluster {
   std::vector<std::string> hosts_;
   std::vector<std::unique_ptr<Options>> options_;
   std::vector<std::unique_ptr<control::Store>> stores_;
+  std::vector<std::unique_ptr<membership::StoreExchange>> exchanges_;
   std::vector<std::unique_ptr<transport::Driver>> drivers_;
 };
 

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "control/store.hpp"
+#include "membership/store_exchange.hpp"
 #include "driver_cluster.hpp"
 #include "transport/driver.hpp"
 
@@ -42,10 +43,11 @@ int main(int argc, char** argv) {
   Status status = control::Store::connect(argv[2], test::kTestJobToken, "rank " + std::to_string(index), 5000, &store);
   std::unique_ptr<transport::Driver> driver;
   if (status.ok()) {
+    membership::StoreExchange exchange(*store, argv[3], driver_name, index);
     transport::DriverContext ctx;
     ctx.options = &options;
-    ctx.store = store.get();
-    ctx.key_prefix = argv[3];
+    ctx.exchange = &exchange;
+    ctx.job_id = argv[3];
     ctx.self = index;
     for (std::uint32_t i = 0; i < processes; ++i) {
       transport::ProcessInfo info;

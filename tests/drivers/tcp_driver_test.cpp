@@ -43,7 +43,7 @@ int connect_to_rank1(DriverCluster& cluster) {
   std::unique_ptr<control::Store> store;
   if (!control::Store::connect(cluster.store_address(), kTestJobToken, "test", 5000, &store).ok()) return -1;
   std::string address;
-  if (!store->get(cluster.key_prefix() + "tcp/address/1", 5000, &address).ok()) return -1;
+  if (!store->get(membership::StoreExchange::key(cluster.key_prefix(), "tcp", "address", 1), 5000, &address).ok()) return -1;
   const std::size_t colon = address.rfind(':');
   sockaddr_in to{};
   to.sin_family = AF_INET;
