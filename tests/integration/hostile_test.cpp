@@ -6,7 +6,9 @@
 // for the milliseconds of setup, so here the store takes nearly every attack; the listeners are
 // attacked in-process in the middle of their setup by tests/drivers/tcp_driver_test.cpp.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -56,45 +58,63 @@ std::vector<std::string> perf_args_for(const char* seconds) {
           "--min-iters", "100", "--time-budget", seconds, "--warmup", "10", "--check"};
 }
 
+// Runs `job(seconds)`, a job under attack that returns how many attacks the attacker made, with
+// a 6 s budget, and once more with 12 s when that was fewer than kEnoughAttacks: the attacker
+// makes one attack per scan of /proc, and on a host busy with other tests it made 29 in a 2.8 s
+// job. Too few attacks prove nothing either way, so that first run is no verdict.
+void run_under_enough_attacks(const std::function<long(const char* seconds)>& job) {
+  const long first = job("6");
+  if (first >= kEnoughAttacks) return;
+  std::printf("hostile: only %ld attacks in a 6 s job; running it again for 12 s\n", first);
+  EXPECT_GE(job("12"), kEnoughAttacks) << "too few attacks to mean anything, in a 12 s job too";
+}
+
 // The reproduction: one wrong-token hello to the launcher's store ended this job
 // ("aggregator 0 exited with code 1"), 4 times in 4.
 TEST(Hostile, AJobUnderAttackWithADedicatedAggregatorFinishesExact) {
-  std::vector<std::string> args = {"-n", "2", "--aggregators", "1", "--transport", "tcp", "--timeout", "120", "--"};
-  for (const std::string& a : perf_args_for("6")) args.push_back(a);
-  Launcher job(args, {}, std::chrono::seconds(150));
-  Launcher attacker({build_path("tests/integration/sparcoll-hostile-peer"), std::to_string(job.pid())}, {},
-                    std::chrono::seconds(160), true);
-  const LaunchResult r = job.finish();
-  const LaunchResult a = attacker.finish();
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  expect_exact_rows(r.out);
-  EXPECT_GE(attacks(a.out), kEnoughAttacks) << "too few attacks to mean anything: " << a.out << a.err;
-  // Rate-limited: the job's log is not a stranger's megaphone.
-  EXPECT_LT(std::count(r.err.begin(), r.err.end(), '\n'), 40) << r.err.substr(0, 4000);
+  run_under_enough_attacks([](const char* seconds) {
+    std::vector<std::string> args = {"-n", "2", "--aggregators", "1", "--transport", "tcp", "--timeout", "120", "--"};
+    for (const std::string& a : perf_args_for(seconds)) args.push_back(a);
+    Launcher job(args, {}, std::chrono::seconds(150));
+    Launcher attacker({build_path("tests/integration/sparcoll-hostile-peer"), std::to_string(job.pid())}, {},
+                      std::chrono::seconds(160), true);
+    const LaunchResult r = job.finish();
+    const LaunchResult a = attacker.finish();
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    expect_exact_rows(r.out);
+    // Rate-limited: the job's log is not a stranger's megaphone.
+    EXPECT_LT(std::count(r.err.begin(), r.err.end(), '\n'), 40) << r.err.substr(0, 4000);
+    std::printf("%s", a.out.c_str());
+    return attacks(a.out);
+  });
 }
 
 // Rank 0 hosts the store in the training process itself (torchrun, mpirun, plain variables).
 TEST(Hostile, AJobWhoseRank0HostsTheStoreFinishesExactUnderAttack) {
   for (const char* transport : {"shm", "tcp"}) {
-    const std::string store = "127.0.0.1:" + std::to_string(unused_port());
-    std::vector<std::unique_ptr<Launcher>> owned;
-    for (int rank = 0; rank < 2; ++rank) {
-      owned.push_back(std::make_unique<Launcher>(
-          perf_args_for("6"),
-          std::vector<std::string>{"SPARCOLL_RANK=" + std::to_string(rank), "SPARCOLL_WORLD_SIZE=2",
-                                   "SPARCOLL_STORE=" + store, "SPARCOLL_JOB_TOKEN=a-secret-the-attacker-lacks",
-                                   std::string("SPARCOLL_TRANSPORT=") + transport},
-          std::chrono::seconds(150), true));
-    }
-    Launcher attacker({build_path("tests/integration/sparcoll-hostile-peer"), std::to_string(owned[0]->pid())}, {},
-                      std::chrono::seconds(160), true);
-    for (auto& rank : owned) {
-      const LaunchResult r = rank->finish();
-      EXPECT_EQ(r.exit_code, 0) << transport << ":\n" << r.out << r.err;
-      if (&rank == &owned[0]) expect_exact_rows(r.out);
-    }
-    const LaunchResult a = attacker.finish();
-    EXPECT_GE(attacks(a.out), kEnoughAttacks) << transport << ": too few attacks to mean anything: " << a.out << a.err;
+    SCOPED_TRACE(transport);
+    run_under_enough_attacks([transport](const char* seconds) {
+      const std::string store = "127.0.0.1:" + std::to_string(unused_port());
+      std::vector<std::unique_ptr<Launcher>> owned;
+      for (int rank = 0; rank < 2; ++rank) {
+        owned.push_back(std::make_unique<Launcher>(
+            perf_args_for(seconds),
+            std::vector<std::string>{"SPARCOLL_RANK=" + std::to_string(rank), "SPARCOLL_WORLD_SIZE=2",
+                                     "SPARCOLL_STORE=" + store, "SPARCOLL_JOB_TOKEN=a-secret-the-attacker-lacks",
+                                     std::string("SPARCOLL_TRANSPORT=") + transport},
+            std::chrono::seconds(150), true));
+      }
+      Launcher attacker({build_path("tests/integration/sparcoll-hostile-peer"), std::to_string(owned[0]->pid())}, {},
+                        std::chrono::seconds(160), true);
+      for (auto& rank : owned) {
+        const LaunchResult r = rank->finish();
+        EXPECT_EQ(r.exit_code, 0) << transport << ":\n" << r.out << r.err;
+        if (&rank == &owned[0]) expect_exact_rows(r.out);
+      }
+      const LaunchResult a = attacker.finish();
+      std::printf("%s: %s", transport, a.out.c_str());
+      return attacks(a.out);
+    });
   }
 }
 
