@@ -5,14 +5,13 @@
 // only when it is unset. An empty variable counts as unset.
 #include "common/config.hpp"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdlib>
 #include <limits>
 
+#include "common/config_rows.hpp"
 #include "common/log.hpp"
 #include "common/host_port.hpp"
 
@@ -22,15 +21,13 @@ namespace sparcoll {
 namespace {
 
 // The allowed values of enumerated options, each listed once: parsing, validation and the
-// docs all read these. A new algorithm or transport is added here.
+// docs all read these. A new algorithm is added here; a transport is a driver folder
+// (kDriverOptionTables).
 constexpr std::array<std::string_view, 11> kAlgorithms = {"block_sparse", "auto", "ring", "butterfly",
                                                          "ssar_recursive_doubling", "ssar_split_allgather",
                                                          "dsar_split_allgather", "recursive_doubling", "direct", "hybrid",
                                                          "block_recursive_doubling"};
-constexpr std::array<std::string_view, 5> kTransports = {"auto", "shm", "tcp", "rdma", "dpdk"};
 constexpr std::array<std::string_view, 4> kPollModes = {"spin", "yield", "auto", "event"};
-constexpr std::array<std::string_view, 2> kMemifZeroCopy = {"auto", "off"};
-constexpr std::array<std::string_view, 2> kShmPeerReads = {"auto", "off"};
 constexpr std::array<std::string_view, 2> kStoreServers = {"rank0", "external"};
 constexpr std::array<std::string_view, 4> kLogLevels = {"error", "warn", "info", "debug"};
 
@@ -43,68 +40,18 @@ constexpr std::uint32_t kMaxThreads = 64;
 constexpr std::uint32_t kMaxInflight = 1024;
 constexpr std::uint32_t kMinMessage = 4096;
 constexpr std::uint32_t kMaxMessage = 64u << 20;
-constexpr std::uint32_t kMinShmRing = 64u << 10;
-constexpr std::uint32_t kMaxShmRing = 1u << 30;
 constexpr std::size_t kMaxJobToken = 4096;  // the store's hello limit
 
-template <std::size_t N>
-std::string join(const std::array<std::string_view, N>& values) {
-  std::string out;
-  for (std::string_view v : values) {
-    if (!out.empty()) out += ", ";
-    out += v;
-  }
-  return out;
-}
-
-template <std::size_t N>
-bool one_of(const std::array<std::string_view, N>& values, std::string_view text) {
-  return std::find(values.begin(), values.end(), text) != values.end();
-}
-
-Status bad(std::string reason) { return Status(ErrorCode::invalid_argument, std::move(reason)); }
-
-// Strict decimal: digits only, no sign, no spaces, no suffix, no overflow of `max`.
-Status parse_decimal(const std::string& text, std::uint64_t max, const char* kind, std::uint64_t* out) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return bad(std::string("not a ") + kind);
-  std::uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range || (ec == std::errc() && v > max)) {
-    return bad("out of range (at most " + std::to_string(max) + ")");
-  }
-  if (ec != std::errc() || ptr != text.data() + text.size()) return bad(std::string("not a ") + kind);
-  *out = v;
-  return Status::Ok();
-}
-
-// Parsers, one per field type, instantiated per Options member so the table stays declarative.
-template <std::uint32_t Options::*Field>
-Status parse_positive_u32(const std::string& text, Options* o) {
-  std::uint64_t v = 0;
-  Status st = parse_decimal(text, std::numeric_limits<std::uint32_t>::max(), "positive integer", &v);
-  if (!st.ok()) return st;
-  if (v == 0) return bad("not a positive integer");
-  o->*Field = static_cast<std::uint32_t>(v);
-  return Status::Ok();
-}
-
-template <std::uint32_t Options::*Field>
-Status parse_nonnegative_u32(const std::string& text, Options* o) {
-  std::uint64_t v = 0;
-  Status st = parse_decimal(text, std::numeric_limits<std::uint32_t>::max(), "non-negative integer", &v);
-  if (!st.ok()) return st;
-  o->*Field = static_cast<std::uint32_t>(v);
-  return Status::Ok();
-}
-
-template <int Options::*Field>
-Status parse_nonnegative_int(const std::string& text, Options* o) {
-  std::uint64_t v = 0;
-  Status st = parse_decimal(text, std::numeric_limits<int>::max(), "non-negative integer", &v);
-  if (!st.ok()) return st;
-  o->*Field = static_cast<int>(v);
-  return Status::Ok();
-}
+using config::bad;
+using config::join;
+using config::one_of;
+using config::parse_choice;
+using config::parse_decimal;
+using config::parse_nonnegative_int;
+using config::parse_nonnegative_u32;
+using config::parse_positive_int;
+using config::parse_positive_u32;
+using config::parse_text;
 
 // "auto" is -1.
 template <int Options::*Field>
@@ -120,26 +67,21 @@ Status parse_percent_or_auto(const std::string& text, Options* o) {
   return Status::Ok();
 }
 
-template <int Options::*Field>
-Status parse_positive_int(const std::string& text, Options* o) {
-  std::uint64_t v = 0;
-  Status st = parse_decimal(text, std::numeric_limits<int>::max(), "positive integer", &v);
-  if (!st.ok()) return st;
-  if (v == 0) return bad("not a positive integer");
-  o->*Field = static_cast<int>(v);
-  return Status::Ok();
+// SPARCOLL_TRANSPORT's values: auto and every driver folder's name, "auto, shm, tcp, rdma, dpdk"
+// (with `last` = " or ", "auto, shm, tcp, rdma or dpdk").
+std::string transport_choices(const char* last = ", ") {
+  std::string out = "auto";
+  std::size_t n = 0;
+  while (kDriverOptionTables[n] != nullptr) ++n;
+  for (std::size_t i = 0; i < n; ++i) out.append(i + 1 == n ? last : ", ").append(kDriverOptionTables[i]->driver);
+  return out;
 }
 
-template <std::string Options::*Field>
-Status parse_text(const std::string& text, Options* o) {
-  o->*Field = text;
-  return Status::Ok();
-}
-
-template <std::string Options::*Field, const auto& Allowed>
-Status parse_choice(const std::string& text, Options* o) {
-  if (!one_of(Allowed, text)) return bad("expected one of " + join(Allowed));
-  o->*Field = text;
+Status parse_transport(const std::string& text, Options* o) {
+  bool known = text == "auto";
+  for (std::size_t i = 0; kDriverOptionTables[i] != nullptr && !known; ++i) known = text == kDriverOptionTables[i]->driver;
+  if (!known) return bad("expected one of " + transport_choices());
+  o->transport = text;
   return Status::Ok();
 }
 
@@ -237,41 +179,7 @@ void warn_unknown_variables() {
   }
 }
 
-// The variable of an Options field, for validate() messages.
-std::string var_of(std::string_view field) {
-  for (const ConfigVariable& v : config_variables()) {
-    if (field == v.field) return v.name;
-  }
-  return "SPARCOLL_?";
-}
-
-// Collects every problem validate() finds; the message is all of them, joined by "; ".
-class Problems {
- public:
-  void add(std::string what) {
-    if (!text_.empty()) text_ += "; ";
-    text_ += what;
-  }
-  template <typename T>
-  void check_range(const char* field, T value, T lo, T hi) {
-    if (value < lo || value > hi) {
-      add(std::string(field) + "=" + std::to_string(value) + " (" + var_of(field) + ") must be between " +
-          std::to_string(lo) + " and " + std::to_string(hi));
-    }
-  }
-  template <std::size_t N>
-  void check_choice(const char* field, const std::string& value, const std::array<std::string_view, N>& allowed) {
-    if (!one_of(allowed, value)) {
-      add(std::string(field) + "='" + value + "' (" + var_of(field) + ") must be one of " + join(allowed));
-    }
-  }
-  Status status() const { return text_.empty() ? Status::Ok() : Status(ErrorCode::invalid_argument, text_); }
-
- private:
-  std::string text_;
-};
-
-void check_identity(const Options& o, Problems& p) {
+void check_identity(const Options& o, ConfigProblems& p) {
   const std::string unset_hint = " is not set: set it or start the job with torchrun, mpirun or srun";
   if (o.world_size < 1) {
     p.add("world_size=" + std::to_string(o.world_size) + " (SPARCOLL_WORLD_SIZE)" +
@@ -321,8 +229,12 @@ void check_identity(const Options& o, Problems& p) {
   p.check_choice("store_server", o.store_server, kStoreServers);
 }
 
-void check_engine(const Options& o, Problems& p) {
-  p.check_choice("transport", o.transport, kTransports);
+void check_engine(const Options& o, ConfigProblems& p) {
+  {
+    Options scratch;
+    Status st = parse_transport(o.transport, &scratch);
+    if (!st.ok()) p.add("transport='" + o.transport + "' (SPARCOLL_TRANSPORT) must be one of " + transport_choices());
+  }
   p.check_choice("algo", o.algo, kAlgorithms);
   p.check_range("hybrid_dense_percent", o.hybrid_dense_percent, -1, 101);
   p.check_range("block_elems", o.block_elems, 1u, kMaxBlockElems);
@@ -343,34 +255,18 @@ void check_engine(const Options& o, Problems& p) {
   p.check_choice("poll_mode", o.poll_mode, kPollModes);
   p.check_range("deadline_ms", o.deadline_ms, 1u, std::numeric_limits<std::uint32_t>::max());
   p.check_range("connect_timeout_ms", o.connect_timeout_ms, 1u, std::numeric_limits<std::uint32_t>::max());
-  const std::uint32_t ring = o.shm_ring_bytes;
-  if (ring < kMinShmRing || ring > kMaxShmRing || (ring & (ring - 1)) != 0) {
-    p.add("shm_ring_bytes=" + std::to_string(ring) + " (SPARCOLL_SHM_RING_BYTES) must be a power of two between " +
-          std::to_string(kMinShmRing) + " and " + std::to_string(kMaxShmRing));
-  } else if (std::uint64_t{ring} < 4 * std::uint64_t{o.max_message}) {
-    p.add("shm_ring_bytes=" + std::to_string(ring) + " (SPARCOLL_SHM_RING_BYTES) must be at least 4 * max_message = " +
-          std::to_string(4 * std::uint64_t{o.max_message}) + " (SPARCOLL_MAX_MESSAGE)");
-  }
-  // TCP_CA_NAME_MAX is 16 with the terminating NUL; kernel names are lowercase letters, digits, _.
-  if (o.tcp_congestion.empty() || o.tcp_congestion.size() > 15 ||
-      o.tcp_congestion.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
-    p.add("tcp_congestion='" + o.tcp_congestion + "' (SPARCOLL_TCP_CONGESTION) must be auto, system or a kernel "
-          "congestion control name (1 to 15 of a-z, 0-9, _; net.ipv4.tcp_available_congestion_control lists them)");
-  }
-  p.check_range("dpdk_port", o.dpdk_port, 0u, 65535u);
-  p.check_range("dpdk_udp_port", o.dpdk_udp_port, 1u, 65535u);
-  if (!o.dpdk_ip.empty()) {
-    in_addr addr{};
-    if (inet_pton(AF_INET, o.dpdk_ip.c_str(), &addr) != 1)
-      p.add("dpdk_ip='" + o.dpdk_ip + "' (SPARCOLL_DPDK_IP) must be an ipv4 address such as 10.0.0.2");
-  }
   p.check_choice("log_level", o.log_level, kLogLevels);
 }
 
 }  // namespace
 
 const std::vector<ConfigVariable>& config_variables() {
-  static const std::vector<ConfigVariable> table = {
+  static const std::string transport_help =
+      transport_choices(" or ") +
+      "; auto picks shm when every process is on one host, else the most preferred transport auto may choose "
+      "(rdma, then tcp) that every process can run.";
+  static const std::vector<ConfigVariable> table = [] {
+  std::vector<ConfigVariable> rows = {
       {"SPARCOLL_RANK", "rank", "(from launcher)", "rank of this worker process, 0 to world_size-1.",
        {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, &parse_nonnegative_int<&Options::rank>},
       {"SPARCOLL_WORLD_SIZE", "world_size", "(from launcher)", "number of worker processes.",
@@ -391,8 +287,7 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_AGGREGATOR_INDEX", "aggregator_index", "(unset)",
        "index of a dedicated aggregator process, 0 to aggregators-1.", {},
        &parse_nonnegative_int<&Options::aggregator_index>},
-      {"SPARCOLL_TRANSPORT", "transport", "auto", "auto, shm, tcp, rdma or dpdk; auto picks shm when every process is on one host, else the most preferred transport auto may choose (rdma, then tcp) that every process can run.",
-       {}, &parse_choice<&Options::transport, kTransports>},
+      {"SPARCOLL_TRANSPORT", "transport", "auto", transport_help.c_str(), {}, &parse_transport},
       {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (by size: block_recursive_doubling, ring, then hybrid; SPARCOLL_SMALL_TENSOR_BYTES, SPARCOLL_HYBRID_MIN_BYTES), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid or block_recursive_doubling (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
       {"SPARCOLL_HYBRID_DENSE_PERCENT", "hybrid_dense_percent", "auto",
@@ -447,57 +342,12 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_CONNECT_TIMEOUT_MS", "connect_timeout_ms", "30000",
        "deadline of the rendezvous and of connection setup, in ms.", {},
        &parse_positive_u32<&Options::connect_timeout_ms>},
-      {"SPARCOLL_TCP_ADDR", "tcp_addr", "(store connection's local address)",
-       "address the tcp transport listens on and advertises to its peers.", {},
-       &parse_text<&Options::tcp_addr>},
-      {"SPARCOLL_TCP_CONGESTION", "tcp_congestion", "auto",
-       "congestion control of the tcp transport's connections. auto: connections between processes of one "
-       "host use cubic (reno where cubic is not allowed) instead of a pacing algorithm (bbr): loopback has no "
-       "queue to protect, and pacing held a 1 MiB allreduce at 0.5 ms instead of 0.3; connections to other "
-       "hosts keep the system's choice. system: every connection keeps net.ipv4.tcp_congestion_control. A "
-       "name (cubic, reno, ...): every connection uses it, and setup fails if the kernel refuses it.", {},
-       &parse_text<&Options::tcp_congestion>},
-      {"SPARCOLL_SHM_RING_BYTES", "shm_ring_bytes", "1048576",
-       "bytes of each shared-memory ring (per sender, receiver and thread): a power of two from 65536 to "
-       "1073741824, at least 4 * max_message.",
-       {}, &parse_positive_u32<&Options::shm_ring_bytes>},
-      {"SPARCOLL_SHM_PEER_READS", "shm_peer_reads", "auto",
-       "auto: the shm transport reads peers' memory in place when every process of the job can "
-       "(process_vm_readv, checked at setup), for the direct algorithm's one-copy transfers. off: never "
-       "(the direct algorithm is then unsupported and auto uses the ring).",
-       {}, &parse_choice<&Options::shm_peer_reads, kShmPeerReads>},
-      {"SPARCOLL_IB_DEVICE", "ib_device", "(first device with an active port)",
-       "rdma device the rdma transport uses, e.g. mlx5_0 or rxe0 (ibv_devices lists them).", {},
-       &parse_text<&Options::ib_device>},
-      {"SPARCOLL_IB_PORT", "ib_port", "(first active port)", "port of the rdma device, counted from 1.", {},
-       &parse_positive_u32<&Options::ib_port>},
-      {"SPARCOLL_IB_GID_INDEX", "ib_gid_index", "(best gid: RoCE v2, IPv4-mapped first)",
-       "GID table index the rdma transport addresses its peers with (show_gids or ibv_devinfo -v lists them).", {},
-       &parse_nonnegative_int<&Options::ib_gid_index>},
-      {"SPARCOLL_DPDK_EAL_ARGS", "dpdk_eal_args", "(empty)",
-       "arguments appended to the dpdk transport's EAL defaults (--no-huge --single-file-segments -m 1024 --no-pci --no-shconf "
-       "--no-telemetry, quiet logs, -l 0; a conflicting argument replaces its default). Without a device the "
-       "transport links local processes by memif; with one (--vdev=net_af_packet0,iface=veth0 or -a <pci "
-       "address>) it runs on that port. The EAL starts once per process.",
-       {}, &parse_text<&Options::dpdk_eal_args>},
-      {"SPARCOLL_DPDK_PORT", "dpdk_port", "0", "the dpdk port id the transport uses when the EAL arguments give a device.",
-       {}, &parse_nonnegative_u32<&Options::dpdk_port>},
-      {"SPARCOLL_DPDK_IP", "dpdk_ip", "(the rendezvous address)",
-       "ipv4 address of this process on the dpdk port (port mode), published to its peers.", {},
-       &parse_text<&Options::dpdk_ip>},
-      {"SPARCOLL_DPDK_UDP_PORT", "dpdk_udp_port", "47000",
-       "first udp port of the dpdk transport; channel (thread) c uses this + c.", {},
-       &parse_positive_u32<&Options::dpdk_udp_port>},
-      {"SPARCOLL_DPDK_DROP_EVERY", "dpdk_drop_every", "0",
-       "test hook: the dpdk transport drops every Nth data frame it sends, per channel (retransmissions "
-       "included) instead of sending it; 0 = off.",
-       {}, &parse_nonnegative_u32<&Options::dpdk_drop_every>},
-      {"SPARCOLL_DPDK_MEMIF_ZERO_COPY", "dpdk_memif_zero_copy", "auto",
-       "auto: in memif mode, one link per process runs memif zero-copy (the process's link to its lowest-index "
-       "peer, when it is that link's client; the server maps its EAL memory, so frames cross with one copy "
-       "instead of two); needs the EAL memory in one file (--no-huge --single-file-segments, the defaults). off: "
-       "every link copies on both sides.",
-       {}, &parse_choice<&Options::dpdk_memif_zero_copy, kMemifZeroCopy>},
+  };
+  for (std::size_t i = 0; kDriverOptionTables[i] != nullptr; ++i) {
+    const std::vector<ConfigVariable> own = kDriverOptionTables[i]->variables();
+    rows.insert(rows.end(), own.begin(), own.end());
+  }
+  const std::vector<ConfigVariable> last = {
       {"SPARCOLL_LOG_LEVEL", "log_level", "warn", "error, warn, info or debug.", {}, &parse_log_level},
       {"SPARCOLL_SIMD", "(read elsewhere: src/block/cpu_features.cpp)", "(best the cpu supports)",
        "caps the SIMD kernels: scalar, avx2 or avx512 (tests and benchmarks).", {}, nullptr},
@@ -517,6 +367,9 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_RXE_VM_DEBUG", "(read elsewhere: scripts/rxe-vm)", "0",
        "1 keeps the kernel log and a trace of the VM's start-up (see --keep-log).", {}, nullptr},
   };
+  rows.insert(rows.end(), last.begin(), last.end());
+  return rows;
+  }();
   return table;
 }
 
@@ -589,10 +442,34 @@ Options Options::from_env() {
 }
 
 Status Options::validate() const {
-  Problems problems;
+  ConfigProblems problems;
   check_identity(*this, problems);
   check_engine(*this, problems);
+  for (std::size_t i = 0; kDriverOptionTables[i] != nullptr; ++i) kDriverOptionTables[i]->validate(*this, problems);
   return problems.status();
 }
+
+namespace config {
+
+Status parse_decimal(const std::string& text, std::uint64_t max, const char* kind, std::uint64_t* out) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) return bad(std::string("not a ") + kind);
+  std::uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && v > max)) {
+    return bad("out of range (at most " + std::to_string(max) + ")");
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) return bad(std::string("not a ") + kind);
+  *out = v;
+  return Status::Ok();
+}
+
+std::string variable_of_field(std::string_view field) {
+  for (const ConfigVariable& v : config_variables()) {
+    if (field == v.field) return v.name;
+  }
+  return "SPARCOLL_?";
+}
+
+}  // namespace config
 
 }  // namespace sparcoll

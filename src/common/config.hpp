@@ -1,7 +1,8 @@
 // The configuration table: one row per SPARCOLL_* variable (its Options field, default, help
 // text, launcher fallbacks and parser). Options::from_env(), Options::validate(), the unknown-
 // variable warning and docs/config.md are all driven by this one table; a new knob is one new
-// row in config.cpp (and a line in docs/config.md, which a unit test keeps in step).
+// row in config.cpp, or in its driver's option table (drivers/<name>/<name>_options.cpp), and a
+// line in docs/config.md, which a unit test keeps in step.
 #pragma once
 
 #include <string>
@@ -25,6 +26,21 @@ struct ConfigVariable {
   Status (*parse)(const std::string& text, Options* out);
 };
 
+class ConfigProblems;  // config_rows.hpp
+
+// A driver's own variables. Every driver folder defines one (drivers/<name>/<name>_options.cpp),
+// compiled whether or not the driver itself builds, so the table, docs/config.md and the
+// unknown-variable warning are the same in every build; drivers/meson.build lists them in
+// driver_option_list.cpp. Their names are SPARCOLL_TRANSPORT's values besides auto.
+struct DriverOptionTable {
+  const char* driver;                                // "shm"
+  std::vector<ConfigVariable> (*variables)();        // its rows, in the order docs/config.md shows them
+  void (*validate)(const Options& options, ConfigProblems& problems);  // ranges and combinations
+};
+// Every driver folder's table, in the order of drivers/meson.build, then a null.
+extern const DriverOptionTable* const kDriverOptionTables[];
+
+// The core's rows, then every driver's, then the variables read outside the library.
 const std::vector<ConfigVariable>& config_variables();
 
 // "| variable | option field | default | meaning |" and one row per variable, as in docs/config.md.

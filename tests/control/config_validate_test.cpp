@@ -152,6 +152,16 @@ TEST(ConfigValidate, Enumerations) {
   EXPECT_EQ(problem(o), "store_server='rank1' (SPARCOLL_STORE_SERVER) must be one of rank0, external");
 }
 
+// The drivers' enumerations are checked as the core's are, when assigned in code too.
+TEST(ConfigValidate, DriverEnumerations) {
+  Options o = valid_single_process();
+  o.shm_peer_reads = "sometimes";
+  EXPECT_EQ(problem(o), "shm_peer_reads='sometimes' (SPARCOLL_SHM_PEER_READS) must be one of auto, off");
+  o = valid_single_process();
+  o.dpdk_memif_zero_copy = "on";
+  EXPECT_EQ(problem(o), "dpdk_memif_zero_copy='on' (SPARCOLL_DPDK_MEMIF_ZERO_COPY) must be one of auto, off");
+}
+
 TEST(ConfigValidate, ShmRingIsAPowerOfTwoAndHoldsFourMessages) {
   Options o = valid_single_process();
   o.shm_ring_bytes = 100000;

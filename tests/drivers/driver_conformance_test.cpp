@@ -11,6 +11,7 @@
 
 #include "driver_cluster.hpp"
 #include "driver_exchange.hpp"
+#include "common/config.hpp"
 #include "transport/driver_descriptor.hpp"
 
 namespace sparcoll::test {
@@ -291,6 +292,27 @@ TEST(DriverRegistry, UnknownDriverListsTheAvailableOnes) {
   EXPECT_NE(status.message().find("carrier-pigeon"), std::string::npos);
   for (const std::string& name : transport::available_drivers())
     EXPECT_NE(status.message().find(name), std::string::npos) << status.message();
+}
+
+// Every driver that builds has its folder's option table, and SPARCOLL_TRANSPORT takes every
+// table's name (and auto) and nothing else; each table's rows are in the configuration table.
+TEST(DriverRegistry, EveryDriverHasItsOptionTableAndTransportTakesTheirNames) {
+  std::vector<std::string> tables;
+  for (std::size_t i = 0; kDriverOptionTables[i] != nullptr; ++i) {
+    const DriverOptionTable& table = *kDriverOptionTables[i];
+    tables.push_back(table.driver);
+    Options o;
+    EXPECT_TRUE(set_config_value(&o, "transport", table.driver).ok()) << table.driver;
+    const auto& all = config_variables();
+    for (const ConfigVariable& row : table.variables())
+      EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const ConfigVariable& v) { return std::string(v.name) == row.name; }))
+          << row.name;
+  }
+  for (const std::string& name : transport::available_drivers())
+    EXPECT_NE(std::find(tables.begin(), tables.end(), name), tables.end()) << name << " has no option table";
+  Options o;
+  EXPECT_TRUE(set_config_value(&o, "transport", "auto").ok());
+  EXPECT_FALSE(set_config_value(&o, "transport", "carrier-pigeon").ok());
 }
 
 TEST(DriverRegistry, BuildsShmAndTcp) {
