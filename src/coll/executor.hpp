@@ -80,6 +80,11 @@ class Executor {
   // hybrid_allreduce.cpp: the stripes' plan, the block-sparse half handed to the engine, the
   // dense half run here.
   Status hybrid_allreduce(CollOp& op);
+  Status exchange_stripe_counts(const HybridArgs& h);
+  Status hybrid_whole_tensor(CollOp& op);
+  std::shared_ptr<detail::RequestState> hand_over_sparse_stripes(CollOp& op);
+  Status run_dense_stripes(const CollOp& op);
+  Status wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status);
   Status dense_part(const CollOp& op, std::size_t begin, std::size_t end);
   // The reserved op slot of a hybrid allreduce whose block-sparse half never went to the engine
   // (all stripes dense, invalid arguments, a broken communicator) is given back.

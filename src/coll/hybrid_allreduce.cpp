@@ -55,12 +55,23 @@ Status Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end
 }
 
 Status Executor::hybrid_allreduce(CollOp& op) {
-  HybridArgs& h = op.hybrid;
-  block_sparse::OpState& part = *h.sparse_part;
+  // 1. Every rank's counts, then the plan.
+  if (Status s = exchange_stripe_counts(op.hybrid); !s.ok()) return s;
+  if (op.hybrid.whole_tensor) return hybrid_whole_tensor(op);
+  block_sparse::OpState& part = *op.hybrid.sparse_part;
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
+                           op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
+                           &part.dense_stripes);
+  // 2. The sparse stripes to the engine; 3. the dense ones here, meanwhile; 4. the sparse half's end.
+  const std::shared_ptr<detail::RequestState> sparse_done = hand_over_sparse_stripes(op);
+  const Status status = run_dense_stripes(op);
+  return sparse_done ? wait_for_sparse_stripes(*sparse_done, status) : status;
+}
+
+Status Executor::exchange_stripe_counts(const HybridArgs& h) {
   const std::uint32_t n = peers_.size(), r = peers_.rank();
   const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
-
-  // 1. Every rank's counts, then the plan.
   stripe_table_.assign(std::size_t{n} * stripes, 0);
   std::copy(h.stripe_counts.begin(), h.stripe_counts.end(), stripe_table_.begin() + std::size_t{r} * stripes);
   for (std::uint32_t p = 0; p < n; ++p) {
@@ -68,54 +79,65 @@ Status Executor::hybrid_allreduce(CollOp& op) {
     peers_.send(p, kCountsTag, h.stripe_counts.data(), stripes * 4);
     peers_.recv(p, kCountsTag, stripe_table_.data() + std::size_t{p} * stripes, stripes * 4);
   }
-  if (Status s = peers_.wait(); !s.ok()) return s;
+  return peers_.wait();
+}
+
+// Too small for stripes and lanes: the whole tensor by block recursive doubling or the dense
+// algorithm below stripes, whichever the exchanged counts favour.
+Status Executor::hybrid_whole_tensor(CollOp& op) {
+  const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();  // before the slot is given back
+  release_unused_sparse_part(op);
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  const Algorithm algo = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
+                                                               op.hybrid.rd_max_percent)
+                             ? Algorithm::block_recursive_doubling
+                             : algo::dense_algorithm_below_stripes(peers_.size());
+  peers_.set_tag_base(kRunTagStride);
+  const Status s = op.dtype == DataType::i32 && op.op == ReduceOp::avg
+                       ? exact_i32_avg(algo, op.send, op.recv, op.count)
+                       : allreduce(algo, op.send, op.recv, op.count, op.dtype, op.op);
+  peers_.set_tag_base(0);
+  hybrid_stats_.dense_elements += algo == Algorithm::block_recursive_doubling ? 0 : op.count;
+  return s;
+}
+
+// The sparse stripes scanned (each run of them in one call: the scan splits it over TBB's
+// threads) and handed to the engine; the dense stripes' bits stay clear. Returns what the
+// engine completes, or null when every stripe is dense.
+std::shared_ptr<detail::RequestState> Executor::hand_over_sparse_stripes(CollOp& op) {
+  HybridArgs& h = op.hybrid;
+  block_sparse::OpState& part = *h.sparse_part;
+  const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
   const std::uint64_t nblocks = part.geometry.nblocks();
-  if (h.whole_tensor) {
-    // Too small for stripes and lanes: the whole tensor by block recursive doubling or the ring.
-    release_unused_sparse_part(op);
-    const Algorithm algo = algo::prefer_block_recursive_doubling(stripe_table_.data(), n, stripes, nblocks,
-                                                                 h.rd_max_percent)
-                               ? Algorithm::block_recursive_doubling
-                               : algo::dense_algorithm_below_stripes(n);
-    peers_.set_tag_base(kRunTagStride);
-    const Status s = op.dtype == DataType::i32 && op.op == ReduceOp::avg
-                         ? exact_i32_avg(algo, op.send, op.recv, op.count)
-                         : allreduce(algo, op.send, op.recv, op.count, op.dtype, op.op);
-    peers_.set_tag_base(0);
-    hybrid_stats_.dense_elements += algo == Algorithm::block_recursive_doubling ? 0 : op.count;
-    return s;
-  }
-  algo::plan_dense_stripes(stripe_table_.data(), n, stripes, nblocks, h.stripe_blocks,
-                           static_cast<std::uint32_t>(options_.hybrid_dense_percent), &part.dense_stripes);
   std::uint32_t dense_count = 0;
   for (std::uint64_t word : part.dense_stripes) dense_count += static_cast<std::uint32_t>(std::popcount(word));
-
-  // 2. The sparse stripes scanned (each run of them in one call: the scan splits it over TBB's
-  //    threads) and handed to the engine; the dense stripes' bits stay clear.
-  std::shared_ptr<detail::RequestState> sparse_done;
-  if (dense_count < stripes) {
-    part.stripe_blocks = dense_count > 0 ? h.stripe_blocks : 0;
-    for (std::uint32_t s = 0; s < stripes;) {
-      if (is_dense(part.dense_stripes, s)) {
-        ++s;
-        continue;
-      }
-      std::uint32_t e = s;
-      while (e < stripes && !is_dense(part.dense_stripes, e)) ++e;
-      block_sparse::scan_op_blocks(part, op.count, std::size_t{s} * h.stripe_blocks,
-                             std::min<std::uint64_t>(std::uint64_t{e} * h.stripe_blocks, nblocks), &signed_zero_);
-      s = e;
+  if (dense_count == stripes) return nullptr;
+  part.stripe_blocks = dense_count > 0 ? h.stripe_blocks : 0;
+  for (std::uint32_t s = 0; s < stripes;) {
+    if (is_dense(part.dense_stripes, s)) {
+      ++s;
+      continue;
     }
-    sparse_done = std::make_shared<detail::RequestState>();
-    part.request = sparse_done;
-    part.wake_raw = true;
-    h.handed_over = true;
-    engine_->hand_over(&part);
+    std::uint32_t e = s;
+    while (e < stripes && !is_dense(part.dense_stripes, e)) ++e;
+    block_sparse::scan_op_blocks(part, op.count, std::size_t{s} * h.stripe_blocks,
+                                 std::min<std::uint64_t>(std::uint64_t{e} * h.stripe_blocks, nblocks), &signed_zero_);
+    s = e;
   }
+  auto sparse_done = std::make_shared<detail::RequestState>();
+  part.request = sparse_done;
+  part.wake_raw = true;
+  h.handed_over = true;
+  engine_->hand_over(&part);
+  return sparse_done;
+}
 
-  // 3. Each run of adjacent dense stripes through the dense path.
+// Each run of adjacent dense stripes through the dense path.
+Status Executor::run_dense_stripes(const CollOp& op) {
+  const block_sparse::OpState& part = *op.hybrid.sparse_part;
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  const std::size_t elems_per_stripe = std::size_t{op.hybrid.stripe_blocks} * part.geometry.block_elems;
   Status status;
-  const std::size_t elems_per_stripe = std::size_t{h.stripe_blocks} * part.geometry.block_elems;
   std::uint32_t run = 0;
   for (std::uint32_t s = 0; s < stripes && status.ok();) {
     if (!is_dense(part.dense_stripes, s)) {
@@ -131,21 +153,22 @@ Status Executor::hybrid_allreduce(CollOp& op) {
     s = e;
   }
   peers_.set_tag_base(0);
+  return status;
+}
 
-  // 4. The block-sparse half touches the caller's buffers until it completes: wait for it, and
-  //    meanwhile keep serving the channel (a packet transport's peers need our acknowledgements).
-  //    Sleep between polls rather than yield: on oversubscribed cores a yielding thread still
-  //    takes the progress threads' time; the engine's completion wakes this one at once.
-  if (sparse_done) {
-    while (sparse_done->done.load(std::memory_order_acquire) == 0) {
-      if (!peers_.poll_idle()) futex_wait_for(&sparse_done->done, 0, 20'000);
-    }
-    if (status.ok()) status = sparse_done->status;
-    hybrid_stats_.bytes_sent += sparse_done->stats.bytes_sent;
-    hybrid_stats_.bytes_received += sparse_done->stats.bytes_received;
-    hybrid_stats_.blocks_sent += sparse_done->stats.blocks_sent;
-    hybrid_stats_.blocks_received += sparse_done->stats.blocks_received;
+// The block-sparse half touches the caller's buffers until it completes: wait for it, and
+// meanwhile keep serving the channel (a packet transport's peers need our acknowledgements).
+// Sleep between polls rather than yield: on oversubscribed cores a yielding thread still takes
+// the progress threads' time; the engine's completion wakes this one at once.
+Status Executor::wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status) {
+  while (sparse_done.done.load(std::memory_order_acquire) == 0) {
+    if (!peers_.poll_idle()) futex_wait_for(&sparse_done.done, 0, 20'000);
   }
+  if (status.ok()) status = sparse_done.status;
+  hybrid_stats_.bytes_sent += sparse_done.stats.bytes_sent;
+  hybrid_stats_.bytes_received += sparse_done.stats.bytes_received;
+  hybrid_stats_.blocks_sent += sparse_done.stats.blocks_sent;
+  hybrid_stats_.blocks_received += sparse_done.stats.blocks_received;
   return status;
 }
 

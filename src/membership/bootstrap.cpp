@@ -104,6 +104,59 @@ Status host_store(const Options& options, std::unique_ptr<control::StoreServer>*
   return Status();
 }
 
+// Two processes claiming the same identity would silently overwrite each other.
+Status claim_identity(Membership& m, const std::string& who) {
+  std::int64_t claims = 0;
+  Status s = m.store->add(m.key_prefix + "claim/" + std::to_string(m.self), 1, &claims);
+  if (!s.ok()) return s;
+  if (claims != 1)
+    return Status(ErrorCode::invalid_argument, "two processes claim to be " + who + " (check SPARCOLL_RANK / SPARCOLL_AGGREGATOR_INDEX)");
+  return Status();
+}
+
+// Every process's identity record, waited for until SPARCOLL_CONNECT_TIMEOUT_MS: into
+// m->processes (with how many share this host), and the transports auto may choose that each
+// can run into *auto_candidates. Fails with mismatch when a setting that must be equal differs.
+Status read_every_process(const Options& options, const transport::ProcessInfo& me, Membership* out,
+                          std::vector<std::string>* auto_candidates) {
+  Membership& m = *out;
+  const std::string& who = me.name;
+  const auto mine = shared_settings(options);
+  m.processes.resize(m.total());
+  auto_candidates->assign(m.total(), std::string());
+  for (std::uint32_t i = 0; i < m.total(); ++i) {
+    std::string text;
+    Status s = m.store->get(m.key_prefix + "proc/" + std::to_string(i), options.connect_timeout_ms, &text);
+    if (!s.ok()) {
+      if (s.code() == ErrorCode::timeout) {
+        // A process that presented a wrong token was turned away by the store; if it was the one
+        // we wait for, its claim in the notes is the likely cause.
+        const std::string notes = m.store->diagnose();
+        return Status(ErrorCode::timeout, process_name(options, m.workers, i) + " did not join the rendezvous at " +
+                                              options.store + " within " + std::to_string(options.connect_timeout_ms) +
+                                              " ms (SPARCOLL_CONNECT_TIMEOUT_MS)" + (notes.empty() ? "" : "; " + notes));
+      }
+      return s;
+    }
+    transport::ProcessInfo& p = m.processes[i];
+    p.index = i;
+    p.name = field(text, "name");
+    p.pid = std::atoll(field(text, "pid").c_str());
+    p.host = field(text, "host");
+    p.address = field(text, "address");
+    (*auto_candidates)[i] = field(text, "transports");
+    for (const auto& setting : mine) {
+      const std::string theirs = field(text, setting.variable);
+      if (theirs != setting.value)
+        return Status(ErrorCode::mismatch, std::string(setting.variable) + " differs: " + who + " has '" + setting.value +
+                                               "', " + p.name + " has '" + theirs + "'");
+    }
+    if (p.host == me.host) ++m.local_processes;
+  }
+  --m.local_processes;  // counted myself in the loop
+  return Status();
+}
+
 }  // namespace
 
 std::string host_identity() {
@@ -148,49 +201,13 @@ Status join(const Options& options, Membership* out) {
   if (!s.ok()) return s;
   me.address = options.tcp_addr.empty() ? m.store->local_address() : options.tcp_addr;
 
-  // Two processes claiming the same identity would silently overwrite each other.
-  std::int64_t claims = 0;
-  s = m.store->add(m.key_prefix + "claim/" + std::to_string(m.self), 1, &claims);
+  s = claim_identity(m, who);
   if (!s.ok()) return s;
-  if (claims != 1)
-    return Status(ErrorCode::invalid_argument, "two processes claim to be " + who + " (check SPARCOLL_RANK / SPARCOLL_AGGREGATOR_INDEX)");
-
   s = m.store->set(m.key_prefix + "proc/" + std::to_string(m.self), encode_process(me, options));
   if (!s.ok()) return s;
-
-  const auto mine = shared_settings(options);
-  m.processes.resize(m.total());
-  std::vector<std::string> auto_candidates(m.total());
-  for (std::uint32_t i = 0; i < m.total(); ++i) {
-    std::string text;
-    s = m.store->get(m.key_prefix + "proc/" + std::to_string(i), options.connect_timeout_ms, &text);
-    if (!s.ok()) {
-      if (s.code() == ErrorCode::timeout) {
-        // A process that presented a wrong token was turned away by the store; if it was the one
-        // we wait for, its claim in the notes is the likely cause.
-        const std::string notes = m.store->diagnose();
-        return Status(ErrorCode::timeout, process_name(options, m.workers, i) + " did not join the rendezvous at " +
-                                              options.store + " within " + std::to_string(options.connect_timeout_ms) +
-                                              " ms (SPARCOLL_CONNECT_TIMEOUT_MS)" + (notes.empty() ? "" : "; " + notes));
-      }
-      return s;
-    }
-    transport::ProcessInfo& p = m.processes[i];
-    p.index = i;
-    p.name = field(text, "name");
-    p.pid = std::atoll(field(text, "pid").c_str());
-    p.host = field(text, "host");
-    p.address = field(text, "address");
-    auto_candidates[i] = field(text, "transports");
-    for (const auto& setting : mine) {
-      const std::string theirs = field(text, setting.variable);
-      if (theirs != setting.value)
-        return Status(ErrorCode::mismatch, std::string(setting.variable) + " differs: " + who + " has '" + setting.value +
-                                               "', " + p.name + " has '" + theirs + "'");
-    }
-    if (p.host == me.host) ++m.local_processes;
-  }
-  --m.local_processes;  // counted myself in the loop
+  std::vector<std::string> auto_candidates;
+  s = read_every_process(options, me, &m, &auto_candidates);
+  if (!s.ok()) return s;
 
   m.transport = options.transport;
   if (m.transport == "auto") {
