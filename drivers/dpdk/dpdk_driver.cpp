@@ -664,7 +664,8 @@ Status DpdkDriver::exchange_identities(const DriverContext& ctx, const Identity&
     const std::string name = process_name(ctx, ctx.peers[i]);
     Identity& them = out->peers[i];
     if (!decode(values[i], &them))
-      return Status(ErrorCode::protocol_error, name + " published a malformed dpdk address: '" + values[i] + "'");
+      return Status(ErrorCode::protocol_error,
+                    name + " published a malformed dpdk address: '" + log::printable(values[i]) + "'");
     if (them.mode != me.mode)
       return Status(ErrorCode::mismatch, name + " runs the dpdk transport in " + them.mode + " mode, this process in " +
                                              me.mode + " mode (SPARCOLL_DPDK_EAL_ARGS differ: a device gives port mode)");

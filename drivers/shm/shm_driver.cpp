@@ -22,6 +22,7 @@
 #include "shm_liveness.hpp"
 #include "shm_peer_memory.hpp"
 #include "shm_segment.hpp"
+#include "common/log.hpp"
 #include "transport/driver.hpp"
 #include "transport/driver_descriptor.hpp"
 #include "transport/setup_util.hpp"
@@ -136,6 +137,11 @@ Status ShmDriver::map_peer_segments(const DriverContext& ctx, const SetupDeadlin
   peer_segments_.resize(ctx.peers.size());
   for (std::size_t i = 0; i < ctx.peers.size(); ++i) {
     const std::uint32_t peer = ctx.peers[i];
+    // The name is the one segment_name gives that process in this job: a peer cannot point this
+    // process at another job's segment, or at a file of its choosing.
+    if (names[i] != segment_name(ctx.job_id, ctx.processes[peer].pid, peer))
+      return Status(ErrorCode::protocol_error, label(ctx, peer) + " published '" + log::printable(names[i]) +
+                                                   "' as its shm segment, not the name of its segment in this job");
     status = Segment::open(names[i], peer, label(ctx, peer), &peer_segments_[i]);
     if (!status.ok()) return status;
     for (std::uint32_t channel = 0; channel < ctx.channels; ++channel) {

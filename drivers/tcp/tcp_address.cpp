@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/log.hpp"
+
 namespace sparcoll::transport::tcp {
 
 std::uint16_t SocketAddress::port() const {
@@ -36,7 +38,7 @@ Status parse_address(const std::string& text, const std::string& what, SocketAdd
   if (!text.empty() && text[0] == '[') {
     const std::size_t close = text.find(']');
     if (close == std::string::npos || (close + 1 < text.size() && text[close + 1] != ':'))
-      return Status(ErrorCode::invalid_argument, what + ": malformed address '" + text + "'");
+      return Status(ErrorCode::invalid_argument, what + ": malformed address '" + log::printable(text) + "'");
     host = text.substr(1, close - 1);
     if (close + 1 < text.size()) port_text = text.substr(close + 2);
   } else if (text.find(':') == text.rfind(':') && text.find(':') != std::string::npos) {
@@ -49,7 +51,7 @@ Status parse_address(const std::string& text, const std::string& what, SocketAdd
     const char* end = port_text.data() + port_text.size();
     auto [ptr, ec] = std::from_chars(port_text.data(), end, port);
     if (ec != std::errc() || ptr != end || port_text.empty())
-      return Status(ErrorCode::invalid_argument, what + ": bad port in address '" + text + "'");
+      return Status(ErrorCode::invalid_argument, what + ": bad port in address '" + log::printable(text) + "'");
   }
   SocketAddress address;
   auto* v4 = reinterpret_cast<sockaddr_in*>(&address.storage);
@@ -61,7 +63,7 @@ Status parse_address(const std::string& text, const std::string& what, SocketAdd
     v6->sin6_family = AF_INET6;
     address.length = sizeof(sockaddr_in6);
   } else {
-    return Status(ErrorCode::invalid_argument, what + ": '" + text + "' is not an IPv4 or IPv6 address");
+    return Status(ErrorCode::invalid_argument, what + ": '" + log::printable(text) + "' is not an IPv4 or IPv6 address");
   }
   address.set_port(port);
   *out = address;

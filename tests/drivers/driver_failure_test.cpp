@@ -11,6 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -187,6 +190,36 @@ TEST_P(DriverFailure, MissingPeerTimesOutNamingIt) {
     EXPECT_EQ(status.code(), ErrorCode::timeout) << status.to_string();
     EXPECT_NE(status.message().find("rank 2"), std::string::npos) << status.message();
   }
+}
+
+// A peer that publishes nonsense where its address belongs (a bug, a version skew, someone who
+// reached the store) fails setup at once with an error naming it, not a timeout or a crash: the
+// test plays rank 1 through the setup exchange and publishes what each driver's rank 0 reads
+// first.
+TEST_P(DriverFailure, MalformedPeerAddressIsNamed) {
+  ClusterConfig c = config(2, 1);
+  c.deadline_ms = 5000;
+  DriverCluster cluster(c);
+  ASSERT_TRUE(cluster.start_store().ok());
+  std::unique_ptr<control::Store> store;
+  ASSERT_TRUE(control::Store::connect(cluster.store_address(), kTestJobToken, "rank 1", 5000, &store).ok());
+  membership::StoreExchange rank1(*store, cluster.key_prefix(), GetParam(), 1);
+  const std::string nonsense = "\x01not an address\n:99999";
+  if (GetParam() == "tcp") ASSERT_TRUE(rank1.publish("address", nonsense).ok());
+  if (GetParam() == "shm") ASSERT_TRUE(rank1.publish("segment", "/sparcoll-not-its-segment" + nonsense).ok());
+  if (GetParam() == "dpdk") ASSERT_TRUE(rank1.publish("addr", nonsense).ok());
+  if (GetParam() == "rdma") ASSERT_TRUE(rank1.publish_to(0, "qp", nonsense).ok());
+  const auto start = Clock::now();
+  const Status status = cluster.create({0})[0];
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(4)) << "it waited for its deadline";
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.code(), ErrorCode::timeout) << status.to_string();
+  EXPECT_NE(status.message().find("rank 1"), std::string::npos) << status.to_string();
+  // The peer's bytes are quoted printable: a log line is not the peer's to shape.
+  EXPECT_TRUE(std::all_of(status.message().begin(), status.message().end(),
+                          [](char ch) { return static_cast<unsigned char>(ch) >= 0x20; }))
+      << status.to_string();
+  std::printf("%s: %s\n", GetParam().c_str(), status.to_string().c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Drivers, DriverFailure, ::testing::ValuesIn(transport::available_drivers()),
