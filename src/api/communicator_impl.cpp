@@ -388,6 +388,10 @@ std::string check_dtype_op(DataType dtype, const ReduceOp* op) {
 
 constexpr std::uint64_t kMaxSparseDim = std::uint64_t{1} << 32;
 
+// algo=auto over shm: from this size up the hybrid, whose density exchange pays for itself
+// (resolve(), below).
+constexpr std::size_t kShmHybridMinBytes = std::size_t{1} << 20;
+
 bool is_sparse_algorithm(Algorithm a) {
   return a == Algorithm::ssar_recursive_doubling || a == Algorithm::ssar_split_allgather ||
          a == Algorithm::dsar_split_allgather;
@@ -453,9 +457,14 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB) and the
   //     dense algorithm below stripes (the butterfly at 4 and 8 ranks, else the ring:
   //     algo::dense_algorithm_below_stripes) takes the rest of the small range;
-  //   - over shm, a medium tensor (below SPARCOLL_HYBRID_MIN_BYTES): that dense algorithm, which
-  //     beats Open MPI's vader there, with no density exchange (on shm block recursive doubling
-  //     beats it only below ~10% density at 2 ranks). Over the other transports the hybrid,
+  //   - over shm, a medium tensor (below 1 MiB, or SPARCOLL_HYBRID_MIN_BYTES if smaller): that
+  //     dense algorithm, which beats Open MPI's vader there, with no density exchange. The
+  //     exchange costs 7-60 us at 4 ranks on 2 cores (512 KiB dense: the hybrid 284 us against
+  //     the butterfly's 218), more than block recursive doubling saves below ~10% density. From
+  //     1 MiB the hybrid: 1 MiB at 4 ranks, 0 / 1 / 10 / 30 / 100% density, took 143 / 190 /
+  //     482 / 541 / 597 us against the butterfly's 526 / 546 / 564 / 572 / 550 (vader: 553-574);
+  //     at 2 ranks 34 / 41 / 72 / 77 / 81 against the ring's 66 / 67 / 71 / 84 / 83. The price
+  //     is the dense end at 4 ranks: 8-27% (two runs). Over the other transports the hybrid,
   //     whose exchange decides: below SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block
   //     recursive doubling or that dense algorithm (over tcp at 1 MiB: 52-239 us against the
   //     ring's 383-398 at 1-30% density, 2 ranks), from there per stripe, block-sparse or the
@@ -477,7 +486,7 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
                ? Algorithm::block_recursive_doubling
                : algo::dense_algorithm_below_stripes(size());
   }
-  if (transport() == "shm" && count < options_.hybrid_min_bytes / esize)
+  if (transport() == "shm" && count < std::min<std::size_t>(options_.hybrid_min_bytes, kShmHybridMinBytes) / esize)
     return algo::dense_algorithm_below_stripes(size());
   return Algorithm::hybrid;
 }

@@ -306,9 +306,9 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
        "the smallest tensor the hybrid splits into stripes: below it the hybrid sends the whole tensor by block "
        "recursive doubling or by the ring, whichever the exchanged densities say moves fewer bytes. algo=auto over "
-       "shm: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes takes the ring without the "
-       "hybrid's density exchange; over other transports the hybrid starts above SPARCOLL_SMALL_TENSOR_BYTES "
-       "(docs/algorithms.md). Must be equal on every process.",
+       "shm: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes or 1 MiB, whichever is smaller, "
+       "takes the ring without the hybrid's density exchange; over other transports the hybrid starts above "
+       "SPARCOLL_SMALL_TENSOR_BYTES (docs/algorithms.md). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
