@@ -35,7 +35,8 @@ class ConfigProblems;  // config_rows.hpp
 struct DriverOptionTable {
   const char* driver;                                // "shm"
   std::vector<ConfigVariable> (*variables)();        // its rows, in the order docs/config.md shows them
-  void (*validate)(const Options& options, ConfigProblems& problems);  // ranges and combinations
+  // Ranges and combinations; null when every value its rows parse is valid.
+  void (*validate)(const Options& options, ConfigProblems& problems);
 };
 // Every driver folder's table, in the order of drivers/meson.build, then a null.
 extern const DriverOptionTable* const kDriverOptionTables[];
