@@ -22,7 +22,8 @@ Executor::Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_
     : peers_(channel, rank, size, yield_when_waiting),
       options_(options),
       engine_(engine),
-      queue_(block_sparse::op_slot_count(options.max_inflight)) {
+      queue_(block_sparse::op_slot_count(options.max_inflight)),
+      plan_reuse_(options.hybrid_plan_reuse) {
   const std::uint32_t slots = block_sparse::op_slot_count(options.max_inflight);
   for (std::uint32_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<CollOp>());
   any_thread_ = channel != nullptr && channel->any_thread();
@@ -199,6 +200,7 @@ Status Executor::run_one(CollOp& op) {
   if (!status.ok()) {
     // Peers may be inside this collective still: tell them, so they fail it too.
     peers_.abort_all(status);
+    if (op.kind == CollKind::hybrid_allreduce) plan_reuse_.forget_all();  // every rank fails it alike
     const ErrorCode c = status.code();
     if (fails_only_the_collective(c))
       peers_.forget_failed();  // every rank fails this one; the next runs normally
@@ -267,8 +269,13 @@ Status Executor::execute(CollOp& op) {
   const bool rooted = op.kind == CollKind::broadcast || op.kind == CollKind::reduce || op.kind == CollKind::gather ||
                       op.kind == CollKind::scatter;
   const bool has_algo = op.kind == CollKind::allreduce || op.kind == CollKind::sparse_allreduce;
+  // A hybrid allreduce plans from a kept table or exchanges (algo/plan_reuse.hpp): every rank
+  // decides alike, and the signature says which, so ranks that ever disagreed (one failed a
+  // collective the others finished) fail at the first message instead of at their deadline.
+  const std::uint32_t* kept_table = op.kind == CollKind::hybrid_allreduce ? kept_stripe_table(op) : nullptr;
   const std::uint32_t signature = collective_signature(
-      static_cast<std::uint8_t>(op.kind), has_algo ? static_cast<std::uint8_t>(op.algo) : 0,
+      static_cast<std::uint8_t>(op.kind),
+      has_algo ? static_cast<std::uint8_t>(op.algo) : static_cast<std::uint8_t>(kept_table != nullptr ? 1 : 0),
       op.kind == CollKind::compressed_allreduce || op.kind == CollKind::all_to_all ? 0
                                                                                  : static_cast<std::uint8_t>(op.dtype),
       reduces ? static_cast<std::uint8_t>(op.op) : 0);
@@ -299,7 +306,7 @@ Status Executor::execute(CollOp& op) {
       return algo::sparse_allreduce(peers_, op.algo, op.sparse.entries, op.sparse.dim, op.dtype, op.op, op.sparse.result,
                                     scratch_);
     case CollKind::hybrid_allreduce:
-      return hybrid_allreduce(op);
+      return hybrid_allreduce(op, kept_table);
     case CollKind::all_to_all:
       return algo::direct_all_to_all(peers_, static_cast<const std::byte*>(op.send), op.send_bytes.data(),
                                      op.send_offsets.data(), static_cast<std::byte*>(op.recv), op.recv_bytes.data(),

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "algo/p2p_algorithms.hpp"
+#include "algo/plan_reuse.hpp"
 #include "coll/coll_op.hpp"
 #include "p2p/peers.hpp"
 #include "common/spsc_queue.hpp"
@@ -79,8 +80,10 @@ class Executor {
   Status exact_i32_avg_reduce(const CollOp& op);
   // hybrid_allreduce.cpp: the stripes' plan, the block-sparse half handed to the engine, the
   // dense half run here.
-  Status hybrid_allreduce(CollOp& op);
+  Status hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table);
+  const std::uint32_t* kept_stripe_table(const CollOp& op);
   Status exchange_stripe_counts(const HybridArgs& h);
+  void remember_table(const CollOp& op, bool exchanged);
   Status hybrid_whole_tensor(CollOp& op);
   std::shared_ptr<detail::RequestState> hand_over_sparse_stripes(CollOp& op);
   Status run_dense_stripes(const CollOp& op);
@@ -111,6 +114,9 @@ class Executor {
   algo::Scratch scratch_;
   std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
   std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe
+  algo::PlanReuse plan_reuse_;               // hybrid: tables kept for later calls of a shape
+  std::vector<std::uint32_t> result_counts_;  // hybrid: the result's sampled non-zero blocks per stripe
+  std::vector<std::uint8_t> result_percent_;  // the same in percent of each stripe
   std::vector<std::uint64_t> signed_zero_;   // hybrid: scratch of its in-place scans
   OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic
   algo::CompressScratch compress_scratch_;

@@ -1,8 +1,10 @@
 // The hybrid allreduce on the collective thread: every stripe of the tensor goes the way that
 // costs least for its density. The calling thread estimated each stripe's non-zero blocks from a
 // sample of them (algo::sample_stripe_counts); here
-//   1. every rank's estimates are exchanged (one small message to every peer), and every rank
-//      computes the same plan from the same table (algo/hybrid_plan.hpp);
+//   1. every rank's estimates are exchanged (one small message to every peer), or the table of
+//      the last exchange for this shape is reused while its results say the data has not moved
+//      (algo/plan_reuse.hpp), and every rank computes the same plan from the same table
+//      (algo/hybrid_plan.hpp);
 //   2. the sparse stripes, and only they, are scanned into the bitmap of the op slot the calling
 //      thread reserved, and go to the block-sparse engine, which runs them on the progress
 //      threads while
@@ -15,6 +17,7 @@
 #include <bit>
 
 #include "algo/hybrid_plan.hpp"
+#include "block/bitmap.hpp"
 #include "common/futex.hpp"
 #include "coll/executor.hpp"
 #include "block_sparse/engine.hpp"
@@ -28,6 +31,8 @@ constexpr std::uint32_t kCountsTag = 0;
 constexpr std::uint32_t kRunTagStride = 1u << 16;
 
 bool is_dense(const std::vector<std::uint64_t>& mask, std::uint32_t s) { return (mask[s / 64] >> (s % 64)) & 1; }
+
+algo::PlanKey plan_key(const CollOp& op) { return algo::PlanKey{op.count, op.dtype, op.op}; }
 
 }  // namespace
 
@@ -54,19 +59,53 @@ Status Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end
   return allreduce(algo, send, recv, end - begin, op.dtype, op.op);
 }
 
-Status Executor::hybrid_allreduce(CollOp& op) {
-  // 1. Every rank's counts, then the plan.
-  if (Status s = exchange_stripe_counts(op.hybrid); !s.ok()) return s;
-  if (op.hybrid.whole_tensor) return hybrid_whole_tensor(op);
-  block_sparse::OpState& part = *op.hybrid.sparse_part;
+Status Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
+  // 1. Every rank's counts (or this shape's kept table), then the plan.
+  const bool exchanged = kept_table == nullptr;
+  if (exchanged) {
+    if (Status s = exchange_stripe_counts(op.hybrid); !s.ok()) return s;
+  } else {
+    stripe_table_.assign(kept_table, kept_table + std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
+  }
+  Status status;
+  if (op.hybrid.whole_tensor) {
+    status = hybrid_whole_tensor(op);
+  } else {
+    block_sparse::OpState& part = *op.hybrid.sparse_part;
+    const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+    algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
+                             op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
+                             &part.dense_stripes);
+    // 2. The sparse stripes to the engine; 3. the dense ones here, meanwhile; 4. the sparse half's end.
+    const std::shared_ptr<detail::RequestState> sparse_done = hand_over_sparse_stripes(op);
+    status = run_dense_stripes(op);
+    if (sparse_done) status = wait_for_sparse_stripes(*sparse_done, status);
+  }
+  if (status.ok()) remember_table(op, exchanged);
+  return status;  // a failure makes every shape exchange again (run_one)
+}
+
+// The shape's kept table when its last results say the data has not moved, else null: exchange
+// (algo/plan_reuse.hpp). Every rank gets the same answer; called once per hybrid allreduce on
+// every rank, whatever its arguments (the calls are part of what every rank must agree on).
+const std::uint32_t* Executor::kept_stripe_table(const CollOp& op) {
+  return plan_reuse_.reusable(plan_key(op), std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
+}
+
+// After a call that succeeded: a sample of its result (the same bits on every rank) tells the
+// next call of this shape whether the table still holds. 32 blocks per stripe, not a pass over
+// the result.
+void Executor::remember_table(const CollOp& op, bool exchanged) {
+  if (!plan_reuse_.enabled()) return;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
-  algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
-                           op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
-                           &part.dense_stripes);
-  // 2. The sparse stripes to the engine; 3. the dense ones here, meanwhile; 4. the sparse half's end.
-  const std::shared_ptr<detail::RequestState> sparse_done = hand_over_sparse_stripes(op);
-  const Status status = run_dense_stripes(op);
-  return sparse_done ? wait_for_sparse_stripes(*sparse_done, status) : status;
+  const std::uint64_t nblocks = block::block_count(op.count, options_.block_elems);
+  result_counts_.resize(stripes);
+  if (nblocks > 0)
+    algo::sample_stripe_counts(op.recv, op.count, op.dtype, options_.block_elems, op.hybrid.stripe_blocks,
+                               result_counts_.data());
+  algo::union_percents(result_counts_.data(), stripes, nblocks, op.hybrid.stripe_blocks, &result_percent_);
+  plan_reuse_.record(plan_key(op), exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
+                     result_percent_);
 }
 
 Status Executor::exchange_stripe_counts(const HybridArgs& h) {

@@ -311,6 +311,12 @@ const std::vector<ConfigVariable>& config_variables() {
        "takes the ring without the hybrid's density exchange; over other transports the hybrid starts above "
        "SPARCOLL_SMALL_TENSOR_BYTES (docs/algorithms.md). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
+      {"SPARCOLL_HYBRID_PLAN_REUSE", "hybrid_plan_reuse", "32",
+       "hybrid allreduce: how many later calls of one shape (count, dtype, op) may plan from the densities the "
+       "last exchange for that shape brought, skipping the exchange's round trip, while the shape's results keep "
+       "their sampled density (each stripe within 10 points of the result before; a change makes the next call "
+       "exchange). 0: every call exchanges. Must be equal on every process (docs/algorithms.md, \"hybrid\").",
+       {}, &parse_nonnegative_u32<&Options::hybrid_plan_reuse>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},
        &parse_nonnegative_int<&Options::aggregators>},

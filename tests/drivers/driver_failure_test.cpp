@@ -205,10 +205,12 @@ TEST_P(DriverFailure, MalformedPeerAddressIsNamed) {
   ASSERT_TRUE(control::Store::connect(cluster.store_address(), kTestJobToken, "rank 1", 5000, &store).ok());
   membership::StoreExchange rank1(*store, cluster.key_prefix(), GetParam(), 1);
   const std::string nonsense = "\x01not an address\n:99999";
-  if (GetParam() == "tcp") ASSERT_TRUE(rank1.publish("address", nonsense).ok());
-  if (GetParam() == "shm") ASSERT_TRUE(rank1.publish("segment", "/sparcoll-not-its-segment" + nonsense).ok());
-  if (GetParam() == "dpdk") ASSERT_TRUE(rank1.publish("addr", nonsense).ok());
-  if (GetParam() == "rdma") ASSERT_TRUE(rank1.publish_to(0, "qp", nonsense).ok());
+  Status published;
+  if (GetParam() == "tcp") published = rank1.publish("address", nonsense);
+  if (GetParam() == "shm") published = rank1.publish("segment", "/sparcoll-not-its-segment" + nonsense);
+  if (GetParam() == "dpdk") published = rank1.publish("addr", nonsense);
+  if (GetParam() == "rdma") published = rank1.publish_to(0, "qp", nonsense);
+  ASSERT_TRUE(published.ok()) << published.to_string();
   const auto start = Clock::now();
   const Status status = cluster.create({0})[0];
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(4)) << "it waited for its deadline";
