@@ -142,7 +142,7 @@ class Communicator {
   // f64 and i64 reduce on ring, butterfly or recursive_doubling only (auto picks among them);
   // another algorithm named for them fails with invalid_argument on every rank.
   // Runs options().algo (SPARCOLL_ALGO; default auto: block recursive doubling for small tensors,
-  // the ring or the hybrid of block-sparse and dense stripes for the rest, docs/algorithms.md). Returns what ran
+  // the hybrid of block-sparse and dense stripes for the rest, docs/algorithms.md). Returns what ran
   // (OpStats::algorithm) and its traffic. With nothing else in flight, a collective the caller
   // waits for runs in the calling thread (docs/architecture.md), so it costs no thread hand-off.
   OpStats allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);

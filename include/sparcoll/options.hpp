@@ -43,7 +43,7 @@ struct Options {
   std::uint32_t idle_spin_us = 5000;  // SPARCOLL_IDLE_SPIN_US: idle progress/collective threads poll this long, then nap
   int hybrid_dense_percent = -1;   // SPARCOLL_HYBRID_DENSE_PERCENT: a stripe whose union density reaches it goes dense; -1 = auto (by transport)
   std::uint32_t small_tensor_bytes = 65536;  // SPARCOLL_SMALL_TENSOR_BYTES: algo=auto's latency path up to here
-  std::uint32_t hybrid_min_bytes = 2u << 20;  // SPARCOLL_HYBRID_MIN_BYTES: algo=auto over shm: ring below, hybrid from here
+  std::uint32_t hybrid_min_bytes = 2u << 20;  // SPARCOLL_HYBRID_MIN_BYTES: the hybrid sends smaller tensors whole, splits larger ones into stripes
   std::uint32_t hybrid_plan_reuse = 32;  // SPARCOLL_HYBRID_PLAN_REUSE: calls of one shape planned without an exchange; 0 = every call exchanges
 
   // --- deadlines ----------------------------------------------------------------------------

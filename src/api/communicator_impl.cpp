@@ -388,10 +388,6 @@ std::string check_dtype_op(DataType dtype, const ReduceOp* op) {
 
 constexpr std::uint64_t kMaxSparseDim = std::uint64_t{1} << 32;
 
-// algo=auto over shm: from this size up the hybrid, whose density exchange pays for itself
-// (resolve(), below).
-constexpr std::size_t kShmHybridMinBytes = std::size_t{1} << 20;
-
 bool is_sparse_algorithm(Algorithm a) {
   return a == Algorithm::ssar_recursive_doubling || a == Algorithm::ssar_split_allgather ||
          a == Algorithm::dsar_split_allgather;
@@ -457,20 +453,15 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB) and the
   //     dense algorithm below stripes (the butterfly at 4 and 8 ranks, else the ring:
   //     algo::dense_algorithm_below_stripes) takes the rest of the small range;
-  //   - over shm, a medium tensor (below 1 MiB, or SPARCOLL_HYBRID_MIN_BYTES if smaller): that
-  //     dense algorithm, which beats Open MPI's vader there, with no density exchange. The
-  //     exchange costs 7-60 us at 4 ranks on 2 cores (512 KiB dense: the hybrid 284 us against
-  //     the butterfly's 218), more than block recursive doubling saves below ~10% density. From
-  //     1 MiB the hybrid: 1 MiB at 4 ranks, 0 / 1 / 10 / 30 / 100% density, took 143 / 190 /
-  //     482 / 541 / 597 us against the butterfly's 526 / 546 / 564 / 572 / 550 (vader: 553-574);
-  //     at 2 ranks 34 / 41 / 72 / 77 / 81 against the ring's 66 / 67 / 71 / 84 / 83. The price
-  //     is the dense end at 4 ranks: 8-27% (two runs). Over the other transports the hybrid,
-  //     whose exchange decides: below SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block
-  //     recursive doubling or that dense algorithm (over tcp at 1 MiB: 52-239 us against the
-  //     ring's 383-398 at 1-30% density, 2 ranks), from there per stripe, block-sparse or the
-  //     ring;
-  //   - anything larger: the hybrid, which decides per stripe from a sample of each stripe
-  //     (docs/algorithms.md, "auto").
+  //   - anything larger: the hybrid, which decides from every rank's sampled densities: below
+  //     SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block recursive doubling or that dense
+  //     algorithm (over tcp at 1 MiB: 52-239 us against the ring's 383-398 at 1-30% density, 2
+  //     ranks), from there per stripe, block-sparse or the ring. Its density exchange (7-60 us
+  //     at 4 ranks on 2 cores) once kept the dense algorithm below 1 MiB over shm; a shape's
+  //     table is now kept across calls (algo/plan_reuse.hpp), and without the exchange the
+  //     hybrid beat the butterfly at 4 ranks over shm from 128 KiB at every density (128 KiB:
+  //     24-79 against 77-107 us), and the ring at 2 ranks at 0-1% (5-19 against 11-35 us),
+  //     losing 0-4 us at 10-30% (docs/algorithms.md, "auto").
   // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or
   // count is bad still takes its turn there and fails the collective on every rank, and ranks
   // whose counts or dtypes differ (so that they choose differently) meet in the same collective
@@ -486,8 +477,6 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
                ? Algorithm::block_recursive_doubling
                : algo::dense_algorithm_below_stripes(size());
   }
-  if (transport() == "shm" && count < std::min<std::size_t>(options_.hybrid_min_bytes, kShmHybridMinBytes) / esize)
-    return algo::dense_algorithm_below_stripes(size());
   return Algorithm::hybrid;
 }
 

@@ -289,7 +289,7 @@ const std::vector<ConfigVariable>& config_variables() {
        "index of a dedicated aggregator process, 0 to aggregators-1.", {},
        &parse_nonnegative_int<&Options::aggregator_index>},
       {"SPARCOLL_TRANSPORT", "transport", "auto", transport_help.c_str(), {}, &parse_transport},
-      {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (by size: block_recursive_doubling, ring, then hybrid; SPARCOLL_SMALL_TENSOR_BYTES, SPARCOLL_HYBRID_MIN_BYTES), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid or block_recursive_doubling (docs/algorithms.md).", {},
+      {"SPARCOLL_ALGO", "algo", "auto", "allreduce algorithm when a call names none: auto (by size: block_recursive_doubling up to SPARCOLL_SMALL_TENSOR_BYTES, then hybrid), block_sparse, ring, butterfly, ssar_recursive_doubling, ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct, hybrid or block_recursive_doubling (docs/algorithms.md).", {},
        &parse_choice<&Options::algo, kAlgorithms>},
       {"SPARCOLL_HYBRID_DENSE_PERCENT", "hybrid_dense_percent", "auto",
        "hybrid allreduce: a stripe whose union block density (estimated from every rank's sampled density of "
@@ -301,15 +301,12 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_SMALL_TENSOR_BYTES", "small_tensor_bytes", "65536",
        "algo=auto: a tensor of at most this many bytes takes block recursive doubling (log2(p) rounds, each an "
        "exchange of the non-zero blocks seen so far: latency beats bandwidth there; above 2 ranks the limit halves "
-       "per doubling of the ranks and the ring takes the rest), a larger one the ring or the hybrid "
-       "(SPARCOLL_HYBRID_MIN_BYTES). Must be equal on every process.",
+       "per doubling of the ranks and the ring takes the rest), a larger one the hybrid. Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::small_tensor_bytes>},
       {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
        "the smallest tensor the hybrid splits into stripes: below it the hybrid sends the whole tensor by block "
-       "recursive doubling or by the ring, whichever the exchanged densities say moves fewer bytes. algo=auto over "
-       "shm: a tensor above SPARCOLL_SMALL_TENSOR_BYTES and below this many bytes or 1 MiB, whichever is smaller, "
-       "takes the ring without the hybrid's density exchange; over other transports the hybrid starts above "
-       "SPARCOLL_SMALL_TENSOR_BYTES (docs/algorithms.md). Must be equal on every process.",
+       "recursive doubling or by the ring, whichever the exchanged densities say moves fewer bytes "
+       "(docs/algorithms.md). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_HYBRID_PLAN_REUSE", "hybrid_plan_reuse", "32",
        "hybrid allreduce: how many later calls of one shape (count, dtype, op) may plan from the densities the "
