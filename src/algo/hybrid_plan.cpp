@@ -25,6 +25,25 @@ void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, s
   }
 }
 
+namespace {
+
+// Block recursive doubling's estimated bytes in percent of the ring's, for ranks whose densest
+// has `densest` of its blocks non-zero: the sum over its log2(p) steps of the density of the
+// union of 2^k ranks (independent supports). In whole percent, rounded down, as the stripes'
+// rule: the same on every rank. The 1e-9 keeps a ratio that is whole on paper (10%) from
+// rounding down to the one below (1 - 0.9 = 0.0999..).
+std::uint32_t rd_percent_of_ring(double densest, std::uint32_t ranks) {
+  double rd = 0, all_zero = 1 - densest;  // all_zero: the chance a block is zero on 2^k ranks
+  for (std::uint32_t group = 1; group < ranks; group *= 2) {
+    rd += 1 - all_zero;
+    all_zero *= all_zero;
+  }
+  const double ring = 2.0 * (ranks - 1) / ranks;
+  return static_cast<std::uint32_t>(rd / ring * 100.0 + 1e-9);
+}
+
+}  // namespace
+
 bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes,
                                      std::uint64_t nblocks, std::uint32_t max_percent) {
   if (ranks < 2 || nblocks == 0) return true;
@@ -34,15 +53,38 @@ bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t 
     for (std::uint32_t s = 0; s < stripes; ++s) blocks += counts[std::size_t{r} * stripes + s];
     densest = std::max(densest, std::min(1.0, static_cast<double>(blocks) / static_cast<double>(nblocks)));
   }
-  double rd = 0, all_zero = 1 - densest;  // all_zero: the chance a block is zero on 2^k ranks
-  for (std::uint32_t group = 1; group < ranks; group *= 2) {
-    rd += 1 - all_zero;
-    all_zero *= all_zero;
+  return rd_percent_of_ring(densest, ranks) <= max_percent;
+}
+
+std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent) {
+  if (ranks < 2) return 101;
+  for (std::uint32_t d = 0; d <= 100; ++d) {
+    const double density = d / 100.0;
+    if (rd_percent_of_ring(density, ranks) <= max_percent) continue;
+    double all_zero = 1.0;  // (1 - d)^ranks by multiplication: the same bits everywhere
+    for (std::uint32_t r = 0; r < ranks; ++r) all_zero *= 1.0 - density;
+    return static_cast<std::uint32_t>((1.0 - all_zero) * 100.0);
   }
-  const double ring = 2.0 * (ranks - 1) / ranks;
-  // In whole percent, rounded down, as the stripes' rule: the same on every rank. The 1e-9 keeps
-  // a ratio that is whole on paper (10%) from rounding down to the one below (1 - 0.9 = 0.0999..).
-  return static_cast<std::uint32_t>(rd / ring * 100.0 + 1e-9) <= max_percent;
+  return 101;
+}
+
+void result_decisions(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
+                      std::uint32_t stripe_blocks, std::uint32_t threshold_percent, bool whole_tensor,
+                      std::vector<std::uint64_t>* decisions) {
+  decisions->assign(whole_tensor ? 1 : (stripes + 63) / 64, 0);
+  if (nblocks == 0) return;
+  if (whole_tensor) {
+    std::uint64_t nonzero = 0;
+    for (std::uint32_t s = 0; s < stripes; ++s) nonzero += counts[s];
+    (*decisions)[0] = std::min<std::uint64_t>(nonzero, nblocks) * 100 / nblocks >= threshold_percent ? 1 : 0;
+    return;
+  }
+  for (std::uint32_t s = 0; s < stripes; ++s) {
+    const std::uint64_t first = std::uint64_t{s} * stripe_blocks;
+    const std::uint64_t blocks = std::min<std::uint64_t>(stripe_blocks, nblocks - first);
+    if (std::min<std::uint64_t>(counts[s], blocks) * 100 / blocks >= threshold_percent)
+      (*decisions)[s / 64] |= std::uint64_t{1} << (s % 64);
+  }
 }
 
 Algorithm dense_algorithm_below_stripes(std::uint32_t ranks) {

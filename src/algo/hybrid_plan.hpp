@@ -41,6 +41,21 @@ void plan_dense_stripes(const std::uint32_t* counts, std::uint32_t ranks, std::u
 bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes,
                                      std::uint64_t nblocks, std::uint32_t max_percent);
 
+// The union density (whole percent of the blocks non-zero on some rank) from which
+// prefer_block_recursive_doubling picks the dense algorithm, for `ranks` ranks as dense as each
+// other with independent supports; 101: never. Only multiplications: the same on every rank.
+std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent);
+
+// What a result says the plan should be, from its sampled counts of non-zero blocks per stripe
+// (sample_stripe_counts of the result: the union of every rank's blocks, the same bits on every
+// rank), compared in integers with threshold_percent: for a tensor split into stripes, bit s set
+// when stripe s is at least SPARCOLL_HYBRID_DENSE_PERCENT dense; for a whole tensor one bit, set
+// when the whole tensor is at least whole_tensor_dense_union_percent dense. PlanReuse keeps a
+// shape's table while these stay the same from one result to the next.
+void result_decisions(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
+                      std::uint32_t stripe_blocks, std::uint32_t threshold_percent, bool whole_tensor,
+                      std::vector<std::uint64_t>* decisions);
+
 // The dense algorithm for a tensor below SPARCOLL_HYBRID_MIN_BYTES: the butterfly (recursive
 // halving, then doubling: 2 log2(p) steps) when the ranks are a power of two above 2, else the
 // ring (2(p-1) steps; at 2 ranks the two are the same exchanges). Both move 2(p-1)/p of the

@@ -11,13 +11,16 @@
 // buffer addresses), the table (the same on every rank after an exchange), the calls so far, and
 // each result (bitwise identical on every rank), compared in integers.
 //
-// The rule: a shape reuses its table when its last two results' sampled union densities were
-// within kDriftPercent of each other in every stripe (the result of the call that exchanged, and
-// every later one, are compared with the result of the call before: data that alternates between
-// two tensors of one shape never qualifies), for at most max_reuses calls after the exchange.
-// A change in the data is seen in the first result after it, and the next call exchanges: at
-// most one call runs on a stale plan, which costs speed, never correctness (any plan reduces every
-// element exactly once).
+// The rule: a shape reuses its table when its last two results called for the same plan (each
+// result's sampled union density, compared with the thresholds the plan uses, gives one bit per
+// stripe: dense or not; one bit for a tensor sent whole: the dense algorithm or block recursive
+// doubling; result_decisions in hybrid_plan.hpp), for at most max_reuses calls after the
+// exchange. The comparison is of decisions, not densities: a 32-block sample of a real
+// gradient's stripe moves by 10-20 points from one step to the next, and only a move across a
+// threshold changes what the plan should be. Data that alternates between two tensors of one
+// shape on either side of a threshold never qualifies. A change of the data across a threshold
+// is seen in the first result after it, and the next call exchanges: at most one call runs on a
+// stale plan, which costs speed, never correctness (any plan reduces every element exactly once).
 #pragma once
 
 #include <cstddef>
@@ -35,13 +38,6 @@ struct PlanKey {
   bool operator==(const PlanKey&) const = default;
 };
 
-// How far (in whole percent of a stripe's blocks) a stripe's sampled union density may move
-// from one result of a shape to the next before its table is no longer trusted (drift slower
-// than that is caught by max_reuses). A 32-block sample moves in
-// steps of about 3%; the dense/sparse thresholds are 40% and 65%, and near a threshold either
-// way costs about the same.
-constexpr std::uint32_t kDriftPercent = 10;
-
 class PlanReuse {
  public:
   // max_reuses: calls a table may serve after its exchange (SPARCOLL_HYBRID_PLAN_REUSE); 0 turns
@@ -54,10 +50,9 @@ class PlanReuse {
   const std::uint32_t* reusable(const PlanKey& key, std::size_t table_size);
 
   // After a call that succeeded. `exchanged`: its table came from an exchange (then `table` is
-  // that table). `union_percent[s]`: the whole percent of stripe s's blocks non-zero in the
-  // result, from its sample (union_percents below).
+  // that table). `decisions`: what its result says the plan should be (result_decisions).
   void record(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
-              const std::vector<std::uint8_t>& union_percent);
+              const std::vector<std::uint64_t>& decisions);
 
   // After a failed call: everything is forgotten, and every shape exchanges again. A collective
   // fails on every rank alike (the failing rank tells the others), so every rank forgets at the
@@ -76,18 +71,12 @@ class PlanReuse {
     std::uint32_t reuses = 0;  // calls planned from `table` since its exchange
     std::uint64_t last_use = 0;
     std::vector<std::uint32_t> table;
-    std::vector<std::uint8_t> last_result;  // the last result's union percent per stripe
+    std::vector<std::uint64_t> last_decisions;  // what the last result said the plan should be
   };
   Entry* find(const PlanKey& key);
   std::uint32_t max_reuses_;
   std::uint64_t calls_ = 0;
   std::vector<Entry> entries_;
 };
-
-// The whole percent of each stripe's blocks that are non-zero, from counts sampled by
-// sample_stripe_counts (stripes of stripe_blocks blocks, the last one shorter). Integers only:
-// the same on every rank for the same counts.
-void union_percents(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
-                    std::uint32_t stripe_blocks, std::vector<std::uint8_t>* percent);
 
 }  // namespace sparcoll::algo

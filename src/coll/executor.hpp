@@ -116,7 +116,7 @@ class Executor {
   std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe
   algo::PlanReuse plan_reuse_;               // hybrid: tables kept for later calls of a shape
   std::vector<std::uint32_t> result_counts_;  // hybrid: the result's sampled non-zero blocks per stripe
-  std::vector<std::uint8_t> result_percent_;  // the same in percent of each stripe
+  std::vector<std::uint64_t> result_decisions_;  // the plan that result calls for
   std::vector<std::uint64_t> signed_zero_;   // hybrid: scratch of its in-place scans
   OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic
   algo::CompressScratch compress_scratch_;

@@ -93,8 +93,8 @@ const std::uint32_t* Executor::kept_stripe_table(const CollOp& op) {
 }
 
 // After a call that succeeded: a sample of its result (the same bits on every rank) tells the
-// next call of this shape whether the table still holds. 32 blocks per stripe, not a pass over
-// the result.
+// next call of this shape whether the table still holds: whether the plan the result calls for
+// is the one the result before called for. 32 blocks per stripe, not a pass over the result.
 void Executor::remember_table(const CollOp& op, bool exchanged) {
   if (!plan_reuse_.enabled()) return;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
@@ -103,9 +103,13 @@ void Executor::remember_table(const CollOp& op, bool exchanged) {
   if (nblocks > 0)
     algo::sample_stripe_counts(op.recv, op.count, op.dtype, options_.block_elems, op.hybrid.stripe_blocks,
                                result_counts_.data());
-  algo::union_percents(result_counts_.data(), stripes, nblocks, op.hybrid.stripe_blocks, &result_percent_);
+  const std::uint32_t threshold =
+      op.hybrid.whole_tensor ? algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent)
+                             : static_cast<std::uint32_t>(options_.hybrid_dense_percent);
+  algo::result_decisions(result_counts_.data(), stripes, nblocks, op.hybrid.stripe_blocks, threshold,
+                         op.hybrid.whole_tensor, &result_decisions_);
   plan_reuse_.record(plan_key(op), exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
-                     result_percent_);
+                     result_decisions_);
 }
 
 Status Executor::exchange_stripe_counts(const HybridArgs& h) {

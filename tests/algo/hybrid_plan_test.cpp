@@ -89,6 +89,36 @@ TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRin
   EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 100, 9));
 }
 
+// The union density at which the whole-tensor rule turns dense: 2 ranks, block recursive
+// doubling up to 45% of the ring's bytes, sends d: it switches at d = 46%, a union of
+// 1 - 0.54^2 = 70.8%; at 4 ranks d + (1 - (1-d)^2) <= 0.45 * 1.5 holds to d = 25%, so it switches
+// at 26%, a union of 1 - 0.74^4 = 70.0%.
+TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
+  EXPECT_EQ(whole_tensor_dense_union_percent(2, 45), 70u);
+  EXPECT_EQ(whole_tensor_dense_union_percent(4, 45), 70u);
+  EXPECT_EQ(whole_tensor_dense_union_percent(2, 100), 101u);  // never dense
+  EXPECT_EQ(whole_tensor_dense_union_percent(1, 45), 101u);
+  // The rule and the threshold agree: just below it block recursive doubling, at it not.
+  const std::uint32_t two_at_45[] = {45, 0}, two_at_46[] = {46, 0};
+  EXPECT_TRUE(prefer_block_recursive_doubling(two_at_45, 2, 1, 100, 45));
+  EXPECT_FALSE(prefer_block_recursive_doubling(two_at_46, 2, 1, 100, 45));
+}
+
+// What a result calls for: per stripe against the stripes' threshold, or one bit for a tensor
+// sent whole; the last stripe is shorter.
+TEST(HybridPlan, AResultsDecisionsPerStripeOrForTheWholeTensor) {
+  const std::uint32_t counts[] = {512, 100, 205, 4};  // stripes of 512 blocks, the last one 10
+  std::vector<std::uint64_t> d;
+  result_decisions(counts, 4, 3 * 512 + 10, 512, 40, false, &d);
+  EXPECT_EQ(d, (std::vector<std::uint64_t>{0b1101}));  // 100%, 19%, 40%, 40%
+  result_decisions(counts, 4, 3 * 512 + 10, 512, 53, true, &d);  // 821 of 1546 blocks: 53%
+  EXPECT_EQ(d, (std::vector<std::uint64_t>{1}));
+  result_decisions(counts, 4, 3 * 512 + 10, 512, 54, true, &d);
+  EXPECT_EQ(d, (std::vector<std::uint64_t>{0}));
+  result_decisions(counts, 0, 0, 512, 40, false, &d);
+  EXPECT_TRUE(d.empty());
+}
+
 TEST(HybridPlan, TheButterflyBelowStripesWhenTheRanksAreAPowerOfTwoAboveTwo) {
   EXPECT_EQ(dense_algorithm_below_stripes(1), Algorithm::ring);
   EXPECT_EQ(dense_algorithm_below_stripes(2), Algorithm::ring);
