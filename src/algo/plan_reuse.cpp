@@ -3,9 +3,10 @@
 #include <algorithm>
 
 namespace sparcoll::algo {
+
 PlanReuse::Entry* PlanReuse::find(const PlanKey& key) {
   for (Entry& e : entries_)
-    if (e.valid && e.key == key) return &e;
+    if (e.key == key) return &e;
   return nullptr;
 }
 
@@ -31,7 +32,6 @@ void PlanReuse::record(const PlanKey& key, bool exchanged, const std::uint32_t* 
       e = &*std::min_element(entries_.begin(), entries_.end(),
                              [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
     }
-    e->valid = true;
     e->key = key;
     e->trusted = false;  // one result says nothing about the next
     e->last_use = calls_;

@@ -66,7 +66,6 @@ class PlanReuse {
  private:
   struct Entry {
     PlanKey key;
-    bool valid = false;
     bool trusted = false;
     std::uint32_t reuses = 0;  // calls planned from `table` since its exchange
     std::uint64_t last_use = 0;

@@ -117,6 +117,8 @@ class Executor {
   algo::PlanReuse plan_reuse_;               // hybrid: tables kept for later calls of a shape
   std::vector<std::uint32_t> result_counts_;  // hybrid: the result's sampled non-zero blocks per stripe
   std::vector<std::uint64_t> result_decisions_;  // the plan that result calls for
+  std::uint32_t whole_threshold_ = 0;             // whole_tensor_dense_union_percent for...
+  std::uint32_t whole_threshold_for_ = ~0u;       // ...this rd_max_percent (none yet)
   std::vector<std::uint64_t> signed_zero_;   // hybrid: scratch of its in-place scans
   OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic
   algo::CompressScratch compress_scratch_;

@@ -103,9 +103,14 @@ void Executor::remember_table(const CollOp& op, bool exchanged) {
   if (nblocks > 0)
     algo::sample_stripe_counts(op.recv, op.count, op.dtype, options_.block_elems, op.hybrid.stripe_blocks,
                                result_counts_.data());
+  // The whole-tensor threshold depends only on the ranks and the transport's rd_max_percent:
+  // computed once, not per call.
+  if (op.hybrid.whole_tensor && op.hybrid.rd_max_percent != whole_threshold_for_) {
+    whole_threshold_ = algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent);
+    whole_threshold_for_ = op.hybrid.rd_max_percent;
+  }
   const std::uint32_t threshold =
-      op.hybrid.whole_tensor ? algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent)
-                             : static_cast<std::uint32_t>(options_.hybrid_dense_percent);
+      op.hybrid.whole_tensor ? whole_threshold_ : static_cast<std::uint32_t>(options_.hybrid_dense_percent);
   algo::result_decisions(result_counts_.data(), stripes, nblocks, op.hybrid.stripe_blocks, threshold,
                          op.hybrid.whole_tensor, &result_decisions_);
   plan_reuse_.record(plan_key(op), exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
