@@ -42,6 +42,10 @@ struct OpStats {
   // Hybrid allreduce: the elements of the stripes that went the dense way (the rest went
   // block-sparse).
   std::uint64_t dense_elements = 0;
+  // Hybrid allreduce: this call exchanged every rank's sampled stripe densities before planning;
+  // false when it planned from the table its shape kept from an earlier call
+  // (SPARCOLL_HYBRID_PLAN_REUSE; docs/algorithms.md, "Kept tables").
+  bool densities_exchanged = false;
 };
 
 // Traffic through the transport since the communicator was created, all roles of this process

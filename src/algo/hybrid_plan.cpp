@@ -5,24 +5,45 @@
 #include "block/bitmap.hpp"
 
 namespace sparcoll::algo {
+namespace {
+
+// Bytes of each sampled block prefetched before the blocks are read (the rest of a larger block
+// streams in behind the first lines).
+constexpr std::size_t kPrefetchBytes = 1024;
+
+}  // namespace
+
+std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                                  std::uint64_t first, std::uint64_t blocks) {
+  const std::size_t esize = dtype_size(dtype);
+  const auto* bytes = static_cast<const std::byte*>(data);
+  const std::uint64_t samples = std::min<std::uint64_t>(blocks, kStripeSamples);
+  if (samples == 0) return 0;
+  // The middle of the i-th of `samples` equal parts: every block when samples == blocks.
+  const auto sampled = [&](std::uint64_t i) { return first + (blocks * i + blocks / 2) / samples; };
+  // The sampled blocks lie pages apart, so each read would wait for its own cache and TLB
+  // misses in turn (85 us for 1024 blocks of a 16 MiB tensor, 10% of a 2-rank allreduce at
+  // 0.1% density): ask for all of the stripe's blocks first, so that their misses overlap.
+  for (std::uint64_t i = 0; i < samples; ++i) {
+    const std::size_t begin = sampled(i) * block_elems;
+    const std::size_t n = std::min<std::size_t>(block_elems, count - begin) * esize;
+    for (std::size_t off = 0; off < std::min<std::size_t>(n, kPrefetchBytes); off += 64)
+      __builtin_prefetch(bytes + begin * esize + off, 0, 2);
+  }
+  std::uint64_t nonzero = 0;
+  for (std::uint64_t i = 0; i < samples; ++i) {
+    const std::size_t begin = sampled(i) * block_elems, n = std::min<std::size_t>(block_elems, count - begin);
+    nonzero += block::is_zero(bytes + begin * esize, n, dtype) ? 0 : 1;
+  }
+  return static_cast<std::uint32_t>((nonzero * blocks + samples / 2) / samples);
+}
 
 void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                           std::uint32_t stripe_blocks, std::uint32_t* counts) {
   const std::uint64_t nblocks = block::block_count(count, block_elems);
-  const std::size_t esize = dtype_size(dtype);
-  const auto* bytes = static_cast<const std::byte*>(data);
-  for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s) {
-    const std::uint64_t blocks = std::min<std::uint64_t>(stripe_blocks, nblocks - first);
-    const std::uint64_t samples = std::min<std::uint64_t>(blocks, kStripeSamples);
-    std::uint64_t nonzero = 0;
-    for (std::uint64_t i = 0; i < samples; ++i) {
-      // The middle of the i-th of `samples` equal parts: every block when samples == blocks.
-      const std::uint64_t b = first + (blocks * i + blocks / 2) / samples;
-      const std::size_t begin = b * block_elems, n = std::min<std::size_t>(block_elems, count - begin);
-      nonzero += block::is_zero(bytes + begin * esize, n, dtype) ? 0 : 1;
-    }
-    counts[s] = static_cast<std::uint32_t>((nonzero * blocks + samples / 2) / samples);
-  }
+  for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s)
+    counts[s] = sample_stripe_count(data, count, dtype, block_elems, first,
+                                    std::min<std::uint64_t>(stripe_blocks, nblocks - first));
 }
 
 namespace {

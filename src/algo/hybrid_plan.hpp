@@ -23,6 +23,9 @@ constexpr std::uint32_t kStripeSamples = 32;
 // only the sparse ones are scanned, once the plan is known.
 void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                           std::uint32_t stripe_blocks, std::uint32_t* counts);
+// The same estimate for one stripe: `blocks` blocks from block `first`.
+std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                                  std::uint64_t first, std::uint64_t blocks);
 
 // counts[r * stripes + s]: rank r's non-zero blocks in stripe s (stripe_blocks blocks, the last
 // one shorter when nblocks is not a multiple). A stripe goes dense when its union block density,

@@ -273,14 +273,16 @@ block_sparse::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, 
                        block_sparse::BlockSparseWorker::scratch_per_lane(engine_->config().window_capacity));
   state.stripe_blocks = 0;
   state.dense_stripes.clear();
+  state.counted_stripe_blocks = 0;
+  state.stripe_results_out = nullptr;
   state.wake_raw = false;
   return state;
 }
 
 // The hybrid allreduce (coll/hybrid_allreduce.cpp): the block-sparse op slot is prepared and
-// reserved here, and each stripe's density estimated from a sample of its blocks; the collective
-// thread exchanges the estimates, decides, scans the stripes that stay block-sparse and hands
-// them to the engine.
+// reserved here; the collective thread estimates each stripe's density from a sample of its
+// blocks when the call exchanges them (not when it plans from a kept table), decides, scans the
+// stripes that stay block-sparse and hands them to the engine.
 Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                                            std::shared_ptr<RequestState>* out, bool caller_waits) {
   if (Status s = check_usable("allreduce"); !s.ok()) return s;
@@ -305,9 +307,6 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   // Over shm a byte saved is worth less against block recursive doubling's extra passes over the
   // tensor than over a wire (docs/algorithms.md, "hybrid").
   c.hybrid.rd_max_percent = transport() == "shm" ? 20 : 45;
-  if (nblocks > 0)
-    algo::sample_stripe_counts(send, count, dtype, options_.block_elems, c.hybrid.stripe_blocks,
-                               c.hybrid.stripe_counts.data());
   std::string local_problem = problem;
   if (local_problem.empty() && state.abort) local_problem = state.abort_reason;
   return submit(c, "allreduce op", local_problem, out, std::string(),

@@ -180,6 +180,10 @@ Status BlockSparseWorker::on_message(block_sparse::OpState& op, const proto::Mes
     }
     lane.filled_until = b + cfg_.layout.lanes;
   }
+  if (op.counted_stripe_blocks != 0) {
+    std::uint32_t* counts = op.stripe_results.data() + std::size_t{cfg_.thread_index} * op.counted_stripes;
+    for (std::uint32_t i = 0; i < h.nblocks; ++i) ++counts[m.indices[i] / op.counted_stripe_blocks];
+  }
   OpStats& st = op.thread_stats[cfg_.thread_index];
   st.bytes_received += sizeof(WireHeader) + h.payload_len;
   st.blocks_received += h.nblocks;

@@ -350,6 +350,12 @@ void ProgressThread::maybe_finish(OpState* op) {
   }
   total.algorithm = Algorithm::block_sparse;
   request->stats = total;
+  if (op->counted_stripe_blocks != 0) {
+    const std::uint32_t stripes = op->counted_stripes;
+    std::fill(op->stripe_results_out, op->stripe_results_out + stripes, 0u);
+    for (std::size_t t = 0; t * stripes < op->stripe_results.size(); ++t)
+      for (std::uint32_t s = 0; s < stripes; ++s) op->stripe_results_out[s] += op->stripe_results[t * stripes + s];
+  }
   if (op->failed.load(std::memory_order_acquire)) request->status = op->error;
   // Read before the slot is released: the calling thread may reuse it at once and clear it.
   const bool wake_raw = op->wake_raw;

@@ -60,6 +60,15 @@ struct OpState {
     const std::uint64_t s = block / stripe_blocks;
     return (dense_stripes[s / 64] >> (s % 64)) & 1;
   }
+  // Hybrid allreduce with kept tables: the result blocks each progress thread received, per
+  // stripe of counted_stripe_blocks blocks (row t of `stripe_results`: thread t), which the last
+  // thread to finish sums into stripe_results_out[stripe]. Every rank receives every block some
+  // rank sent, so the sums are the stripes' exact union counts, the same on every rank, without
+  // reading the result again. counted_stripe_blocks 0: not counted.
+  std::uint32_t counted_stripe_blocks = 0;
+  std::uint32_t counted_stripes = 0;
+  std::vector<std::uint32_t> stripe_results;
+  std::uint32_t* stripe_results_out = nullptr;
   std::vector<WorkerLane> lanes;       // every lane; each progress thread uses only its own
   std::vector<std::byte> scratch;      // per lane: header + window indices (64 + 8*fusion bytes)
   transport::UserMemory user_memory;   // `send` registered for zero-copy sends; len 0 = copy

@@ -226,6 +226,7 @@ void Executor::complete(CollOp& op, const Status& status) {
     request->stats.blocks_sent = hybrid_stats_.blocks_sent;
     request->stats.blocks_received = hybrid_stats_.blocks_received;
     request->stats.dense_elements = hybrid_stats_.dense_elements;
+    request->stats.densities_exchanged = hybrid_stats_.densities_exchanged;
     hybrid_stats_ = OpStats{};
   }
   if (op.kind == CollKind::compressed_allreduce) {

@@ -82,7 +82,7 @@ class Executor {
   // dense half run here.
   Status hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table);
   const std::uint32_t* kept_stripe_table(const CollOp& op);
-  Status exchange_stripe_counts(const HybridArgs& h);
+  Status exchange_stripe_counts(CollOp& op);
   void remember_table(const CollOp& op, bool exchanged);
   Status hybrid_whole_tensor(CollOp& op);
   std::shared_ptr<detail::RequestState> hand_over_sparse_stripes(CollOp& op);
@@ -115,7 +115,9 @@ class Executor {
   std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
   std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe
   algo::PlanReuse plan_reuse_;               // hybrid: tables kept for later calls of a shape
-  std::vector<std::uint32_t> result_counts_;  // hybrid: the result's sampled non-zero blocks per stripe
+  std::vector<std::uint64_t> dense_plan_;     // hybrid: the stripes this call sends dense (bit per stripe)
+  std::vector<std::uint32_t> result_counts_;  // hybrid: the result's non-zero blocks per stripe
+  bool engine_counted_ = false;               // the engine fills result_counts_ of the block-sparse stripes
   std::vector<std::uint64_t> result_decisions_;  // the plan that result calls for
   std::uint32_t whole_threshold_ = 0;             // whole_tensor_dense_union_percent for...
   std::uint32_t whole_threshold_for_ = ~0u;       // ...this rd_max_percent (none yet)

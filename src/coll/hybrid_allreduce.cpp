@@ -62,12 +62,14 @@ Status Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end
 Status Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
   // 1. Every rank's counts (or this shape's kept table), then the plan.
   const bool exchanged = kept_table == nullptr;
+  hybrid_stats_.densities_exchanged = exchanged;
   if (exchanged) {
-    if (Status s = exchange_stripe_counts(op.hybrid); !s.ok()) return s;
+    if (Status s = exchange_stripe_counts(op); !s.ok()) return s;
   } else {
     stripe_table_.assign(kept_table, kept_table + std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
   }
   Status status;
+  engine_counted_ = false;
   if (op.hybrid.whole_tensor) {
     status = hybrid_whole_tensor(op);
   } else {
@@ -75,7 +77,10 @@ Status Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
     const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
     algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
                              op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
-                             &part.dense_stripes);
+                             &dense_plan_);
+    // The engine reads the op slot's copy; this thread keeps its own, since the slot may be
+    // reused once the engine is done with it, while this thread still runs dense stripes.
+    part.dense_stripes = dense_plan_;
     // 2. The sparse stripes to the engine; 3. the dense ones here, meanwhile; 4. the sparse half's end.
     const std::shared_ptr<detail::RequestState> sparse_done = hand_over_sparse_stripes(op);
     status = run_dense_stripes(op);
@@ -92,17 +97,23 @@ const std::uint32_t* Executor::kept_stripe_table(const CollOp& op) {
   return plan_reuse_.reusable(plan_key(op), std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
 }
 
-// After a call that succeeded: a sample of its result (the same bits on every rank) tells the
-// next call of this shape whether the table still holds: whether the plan the result calls for
-// is the one the result before called for. 32 blocks per stripe, not a pass over the result.
+// After a call that succeeded: its result's non-zero blocks per stripe (the same on every rank)
+// tell the next call of this shape whether the table still holds: whether the plan the result
+// calls for is the one the result before called for. The block-sparse stripes' counts are exact
+// and free: the engine counted the result blocks it received (OpState::stripe_results). The
+// others are sampled from the result, 32 blocks per stripe: a dense stripe's sampled blocks are
+// mostly non-zero, and the scan of a non-zero block stops at its first non-zero element.
 void Executor::remember_table(const CollOp& op, bool exchanged) {
   if (!plan_reuse_.enabled()) return;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
   const std::uint64_t nblocks = block::block_count(op.count, options_.block_elems);
   result_counts_.resize(stripes);
-  if (nblocks > 0)
-    algo::sample_stripe_counts(op.recv, op.count, op.dtype, options_.block_elems, op.hybrid.stripe_blocks,
-                               result_counts_.data());
+  for (std::uint32_t s = 0; s < stripes; ++s) {
+    if (engine_counted_ && !is_dense(dense_plan_, s)) continue;
+    const std::uint64_t first = std::uint64_t{s} * op.hybrid.stripe_blocks;
+    result_counts_[s] = algo::sample_stripe_count(op.recv, op.count, op.dtype, options_.block_elems, first,
+                                                  std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first));
+  }
   // The whole-tensor threshold depends only on the ranks and the transport's rd_max_percent:
   // computed once, not per call.
   if (op.hybrid.whole_tensor && op.hybrid.rd_max_percent != whole_threshold_for_) {
@@ -117,9 +128,16 @@ void Executor::remember_table(const CollOp& op, bool exchanged) {
                      result_decisions_);
 }
 
-Status Executor::exchange_stripe_counts(const HybridArgs& h) {
+// This rank's sampled non-zero blocks per stripe, sent to every peer, and theirs received: the
+// table every rank plans from. Sampled here rather than by the calling thread: a call that plans
+// from a kept table needs no sample (1 MiB of a 16 MiB tensor, read block by block, took 55-85 us).
+Status Executor::exchange_stripe_counts(CollOp& op) {
+  HybridArgs& h = op.hybrid;
   const std::uint32_t n = peers_.size(), r = peers_.rank();
   const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
+  if (stripes > 0)
+    algo::sample_stripe_counts(op.send, op.count, op.dtype, options_.block_elems, h.stripe_blocks,
+                               h.stripe_counts.data());
   stripe_table_.assign(std::size_t{n} * stripes, 0);
   std::copy(h.stripe_counts.begin(), h.stripe_counts.end(), stripe_table_.begin() + std::size_t{r} * stripes);
   for (std::uint32_t p = 0; p < n; ++p) {
@@ -172,6 +190,14 @@ std::shared_ptr<detail::RequestState> Executor::hand_over_sparse_stripes(CollOp&
                                  std::min<std::uint64_t>(std::uint64_t{e} * h.stripe_blocks, nblocks), &signed_zero_);
     s = e;
   }
+  if (plan_reuse_.enabled()) {  // the result's exact counts of the block-sparse stripes
+    result_counts_.resize(stripes);
+    part.counted_stripe_blocks = h.stripe_blocks;
+    part.counted_stripes = stripes;
+    part.stripe_results.assign(std::size_t{engine_->thread_count()} * stripes, 0);
+    part.stripe_results_out = result_counts_.data();
+    engine_counted_ = true;
+  }
   auto sparse_done = std::make_shared<detail::RequestState>();
   part.request = sparse_done;
   part.wake_raw = true;
@@ -182,18 +208,17 @@ std::shared_ptr<detail::RequestState> Executor::hand_over_sparse_stripes(CollOp&
 
 // Each run of adjacent dense stripes through the dense path.
 Status Executor::run_dense_stripes(const CollOp& op) {
-  const block_sparse::OpState& part = *op.hybrid.sparse_part;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
-  const std::size_t elems_per_stripe = std::size_t{op.hybrid.stripe_blocks} * part.geometry.block_elems;
+  const std::size_t elems_per_stripe = std::size_t{op.hybrid.stripe_blocks} * options_.block_elems;
   Status status;
   std::uint32_t run = 0;
   for (std::uint32_t s = 0; s < stripes && status.ok();) {
-    if (!is_dense(part.dense_stripes, s)) {
+    if (!is_dense(dense_plan_, s)) {
       ++s;
       continue;
     }
     std::uint32_t e = s;
-    while (e < stripes && is_dense(part.dense_stripes, e)) ++e;
+    while (e < stripes && is_dense(dense_plan_, e)) ++e;
     const std::size_t begin = s * elems_per_stripe, end = std::min<std::size_t>(e * elems_per_stripe, op.count);
     peers_.set_tag_base(kRunTagStride * ++run);
     status = dense_part(op, begin, end);

@@ -348,6 +348,51 @@ TEST(ProtocolSim, DedicatedAggregators) {
     }
 }
 
+// The hybrid allreduce's kept tables read the result's non-zero blocks per stripe of its
+// block-sparse stripes from the worker, which counts the result blocks it receives
+// (OpState::stripe_results): on every worker that count is the union of the workers' non-zero
+// blocks in the stripe, co-located or with dedicated aggregators, over several lanes.
+TEST(ProtocolSim, WorkersCountTheUnionOfNonZeroBlocksPerStripe) {
+  for (std::uint32_t M : {0u, 2u}) {
+    SimConfig cfg = base_config(3, M, 3, 3, 4);
+    JobSimulator sim(cfg);
+    const OpSpec spec{1003, DataType::f32, ReduceOp::sum, 0.2};
+    const std::uint32_t stripe_blocks = 16;
+    const std::size_t nblocks = block::block_count(spec.count, cfg.block_elems);
+    const auto stripes = static_cast<std::uint32_t>((nblocks + stripe_blocks - 1) / stripe_blocks);
+    std::vector<std::vector<std::byte>> inputs, recvs;
+    std::vector<std::uint32_t> union_counts(stripes, 0);
+    std::vector<std::uint64_t> any(block::bitmap_words(nblocks) + 1, 0);
+    for (std::uint32_t w = 0; w < cfg.workers; ++w) {
+      inputs.push_back(make_tensor(spec, cfg.block_elems, 21, w));
+      recvs.emplace_back(inputs.back().size());
+      std::vector<std::uint64_t> bits(any.size(), 0);
+      block::scan_nonzero_blocks(inputs.back().data(), spec.count, spec.dtype, cfg.block_elems, bits.data());
+      for (std::size_t i = 0; i < any.size(); ++i) any[i] |= bits[i];
+    }
+    for (std::size_t b = 0; b < nblocks; ++b)
+      if ((any[b / 64] >> (b % 64)) & 1) ++union_counts[b / stripe_blocks];
+    for (std::uint32_t w = 0; w < cfg.workers; ++w) {
+      OpInput in;
+      in.op_id = 1;
+      in.send = inputs[w].data();
+      in.recv = recvs[w].data();
+      in.count = spec.count;
+      block_sparse::OpState& state = sim.submit(w, in);
+      state.counted_stripe_blocks = stripe_blocks;
+      state.counted_stripes = stripes;
+      state.stripe_results.assign(stripes, 0);
+    }
+    ASSERT_TRUE(sim.run());
+    for (std::uint32_t w = 0; w < cfg.workers; ++w)
+      EXPECT_EQ(sim.op(w, 1).stripe_results, union_counts) << "worker " << w << ", " << M << " dedicated aggregators";
+    std::uint32_t total = 0;
+    for (std::uint32_t n : union_counts) total += n;
+    EXPECT_GT(total, 0u);
+    EXPECT_LT(total, nblocks);  // some blocks zero everywhere: the count is not just every block
+  }
+}
+
 TEST(ProtocolSim, InPlace) {
   for (std::uint32_t M : {0u, 2u}) {
     Case c;

@@ -82,8 +82,17 @@ int check_p2p_still_works(sparcoll::Communicator& comm) {
 }
 
 // The hybrid allreduce's two shapes of hybrid_kept_plan_null_buffer: one sent whole (below 2 MiB),
-// one split into stripes. Each call's sum is checked; false on a wrong one.
+// one split into stripes. Each call's sum is checked, and that the first two calls of a shape
+// exchanged the densities and the later ones planned from the kept table; false on a wrong one.
 constexpr std::size_t kHybridShapes[] = {std::size_t{1} << 18, std::size_t{3} << 18};
+
+// Every 7th element of the first half, and of about 1 block of 256 in 12 in the second half
+// (scattered by a hash, so that the sample of every 16th block sees the same density): the split
+// shape has dense stripes (sampled from the result) and sparse ones (counted by the engine),
+// both of which the kept-table rule reads.
+bool hybrid_nonzero(std::size_t i, std::size_t count) {
+  return i % 7 == 0 && (i < count / 2 || (i / 256) * 2654435761u % 97 < 8);
+}
 
 bool hybrid_sums_right(sparcoll::Communicator& comm, int rounds) {
   for (int round = 0; round < rounds; ++round)
@@ -91,14 +100,28 @@ bool hybrid_sums_right(sparcoll::Communicator& comm, int rounds) {
       // Every 7th element non-zero on every rank: the same densities every call, so the
       // shape's density table is kept and the exchange skipped from the third call on.
       std::vector<float> v(count, 0.0f);
-      for (std::size_t i = 0; i < count; i += 7) v[i] = static_cast<float>(comm.rank() + 1);
-      comm.allreduce(v.data(), v.data(), count, DataType::f32, ReduceOp::sum, sparcoll::Algorithm::hybrid);
+      for (std::size_t i = 0; i < count; ++i)
+        if (hybrid_nonzero(i, count)) v[i] = static_cast<float>(comm.rank() + 1);
+      sparcoll::Request r = comm.iallreduce(v.data(), v.data(), count, DataType::f32, ReduceOp::sum,
+                                            sparcoll::Algorithm::hybrid);
+      r.wait();
       const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
       for (std::size_t i = 0; i < count; ++i)
-        if (v[i] != (i % 7 == 0 ? want : 0.0f)) {
+        if (v[i] != (hybrid_nonzero(i, count) ? want : 0.0f)) {
           std::printf("fault: rank %d: hybrid allreduce of %zu gave a wrong sum at %zu\n", comm.rank(), count, i);
           return false;
         }
+      const sparcoll::OpStats st = r.stats();
+      if (count == kHybridShapes[1] && (st.dense_elements == 0 || st.dense_elements == count)) {
+        std::printf("fault: rank %d: the hybrid allreduce of %zu sent %llu elements dense, not some of them\n",
+                    comm.rank(), count, static_cast<unsigned long long>(st.dense_elements));
+        return false;
+      }
+      if (st.densities_exchanged != (round < 2)) {
+        std::printf("fault: rank %d: call %d of the hybrid allreduce of %zu %s the densities\n", comm.rank(),
+                    round + 1, count, round < 2 ? "did not exchange" : "exchanged");
+        return false;
+      }
     }
   return true;
 }
