@@ -311,7 +311,7 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_HYBRID_PLAN_REUSE", "hybrid_plan_reuse", "32",
        "hybrid allreduce: how many later calls of one shape (count, dtype, op) may plan from the densities the "
        "last exchange for that shape brought, skipping the exchange's round trip, while the shape's results call "
-       "for the same plan (their sampled densities on the same side of the plan's thresholds as the result "
+       "for the same plan (their union densities on the same side of the plan's thresholds as the result "
        "before; a change makes the next call exchange). 0: every call exchanges. Must be equal on every process (docs/algorithms.md, \"hybrid\").",
        {}, &parse_nonnegative_u32<&Options::hybrid_plan_reuse>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
