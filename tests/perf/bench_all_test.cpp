@@ -141,6 +141,15 @@ TEST(BenchAll, QuickRunCoversEverySystem) {
   for (const std::string& line : lines_of(out + "/summary.txt"))
     never_slower = never_slower || (line.rfind("# never slower: ", 0) == 0 && line.find(" points: ") != std::string::npos);
   EXPECT_TRUE(never_slower) << "summary.txt has no never-slower count";
+  // Every program's rows follow the core-to-core round trip measured just before it.
+  int core_latency = 0;
+  for (const std::string& line : lines_of(out + "/results.jsonl"))
+    core_latency += field(line, "kind") == "core_latency" && !field(line, "round_trip_ns").empty() ? 1 : 0;
+  EXPECT_GT(core_latency, 0) << "results.jsonl has no core_latency records";
+  bool core_line = false;
+  for (const std::string& line : lines_of(out + "/summary.txt"))
+    core_line = core_line || line.rfind("# cache-line round trip between cores before each of ", 0) == 0;
+  EXPECT_TRUE(core_line) << "summary.txt does not say how far apart the host had put the cores";
   EXPECT_TRUE(std::filesystem::exists(out + "/never-slower.jsonl"));
   std::filesystem::remove_all(out);
 }

@@ -104,6 +104,23 @@ TEST(PerfCli, KernelsRejectBadFlags) {
                      {{{"--bytes", "1"}, "--bytes"}, {{"--reps", "0"}, "--reps"}, {{"--frobnicate"}, "unknown flag"}});
 }
 
+TEST(PerfCli, CoreLatencyRejectsBadFlagsAndMeasures) {
+  const std::string program = build_path("perf/sparcoll-core-latency");
+  expect_usage_error(program, {{{"--cpus", "0"}, "two different cpu numbers"},
+                               {{"--cpus", "1,1"}, "two different cpu numbers"},
+                               {{"--round-trips", "0"}, "--round-trips"},
+                               {{"--round-trips", "12x"}, "--round-trips"},
+                               {{"--cpus", "0,100000"}, "cpu numbers go up to 1023"},
+                               {{"--frobnicate"}, "unknown argument"}});
+  expect_usage_error(program, {{{"--cpus", "0,1000"}, "cannot pin threads to cpus 0 and 1000"}}, 1);
+  // On one cpu there is nothing to measure: a clear error, not a hang of two spinning threads.
+  expect_usage_error("/usr/bin/taskset", {{{"-c", "0", program}, "it needs two"}}, 1);
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "one cpu: no round trip to measure";
+  const LaunchResult r = run_program({program, "--round-trips", "2000", "--json"}, {}, std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"round_trip_ns\": "), std::string::npos) << r.out;
+}
+
 TEST(PerfCli, BenchAllRejectsBadFlags) {
   expect_usage_error(source_path("scripts/bench-all"),
                      {{{"--ranks", "0"}, "more ranks than allowed"},
