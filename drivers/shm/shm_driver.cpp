@@ -89,6 +89,13 @@ Status check_ring_size(const DriverContext& ctx, std::uint64_t ring_bytes) {
   return Status::Ok();
 }
 
+// SPARCOLL_SHM_STREAMING_STORES (validated with the options: auto, on or off).
+StoreMode store_mode(const Options& options) {
+  if (options.shm_streaming_stores == "on") return StoreMode::always;
+  if (options.shm_streaming_stores == "off") return StoreMode::never;
+  return StoreMode::automatic;
+}
+
 Status ShmDriver::setup(const DriverContext& ctx) {
   const SetupDeadline deadline(ctx.deadline_ms);
   Status status = check_locality(ctx);
@@ -173,7 +180,7 @@ void ShmDriver::build_channels(const DriverContext& ctx) {
       link.index = peer;
       link.label = label(ctx, peer);
       theirs.populate(out_ring);
-      link.out = RingWriter(out_ring, theirs.ring_data(out_ring), theirs.ring_bytes());
+      link.out = RingWriter(out_ring, theirs.ring_data(out_ring), theirs.ring_bytes(), store_mode(*ctx.options));
       // Messages are bounded by our max_message: a larger one from a misconfigured peer is corrupt.
       link.in = RingReader(in_ring, own_.ring_data(in_ring), own_.ring_bytes(), ctx.max_message);
       link.closed = &theirs.header()->closed;

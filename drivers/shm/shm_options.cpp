@@ -11,6 +11,7 @@ namespace {
 using namespace config;
 
 constexpr std::array<std::string_view, 2> kShmPeerReads = {"auto", "off"};
+constexpr std::array<std::string_view, 3> kShmStreamingStores = {"auto", "on", "off"};
 constexpr std::uint32_t kMinShmRing = 64u << 10;
 constexpr std::uint32_t kMaxShmRing = 1u << 30;
 
@@ -25,6 +26,13 @@ std::vector<ConfigVariable> variables() {
        "(process_vm_readv, checked at setup), for the direct algorithm's one-copy transfers. off: never "
        "(the direct algorithm is then unsupported and auto uses the ring).",
        {}, &parse_choice<&Options::shm_peer_reads, kShmPeerReads>},
+      {"SPARCOLL_SHM_STREAMING_STORES", "shm_streaming_stores", "auto",
+       "how a message of 32 KiB or more is copied into a peer's ring: auto: each ring's writer times its "
+       "copies and streams (non-temporal stores, which skip taking the lines back from the reader's cache) "
+       "only while that copies at least twice as fast as ordinary stores, as between cores that share no "
+       "cache; on: always stream; off: never. Changes the speed only, never the result "
+       "(docs/perf.md, \"Two placements of the host\").",
+       {}, &parse_choice<&Options::shm_streaming_stores, kShmStreamingStores>},
   };
 }
 
@@ -38,6 +46,7 @@ void validate(const Options& o, ConfigProblems& p) {
           std::to_string(4 * std::uint64_t{o.max_message}) + " (SPARCOLL_MAX_MESSAGE)");
   }
   p.check_choice("shm_peer_reads", o.shm_peer_reads, kShmPeerReads);
+  p.check_choice("shm_streaming_stores", o.shm_streaming_stores, kShmStreamingStores);
 }
 
 }  // namespace

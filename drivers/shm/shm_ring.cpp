@@ -1,11 +1,12 @@
 #include "shm_ring.hpp"
 
+#include <chrono>
 #include <cstring>
 
 namespace sparcoll::transport::shm {
 
-RingWriter::RingWriter(RingControl* control, std::byte* data, std::uint64_t capacity)
-    : control_(control), data_(data), capacity_(capacity) {
+RingWriter::RingWriter(RingControl* control, std::byte* data, std::uint64_t capacity, StoreMode stores)
+    : control_(control), data_(data), capacity_(capacity), stores_(stores) {
   // A writer attaches to a freshly created ring, but read the counters anyway so that
   // attaching never corrupts a ring in use.
   tail_ = control_->tail.load(std::memory_order_relaxed);
@@ -40,10 +41,21 @@ bool RingWriter::try_write(const struct iovec* iov, int iovcnt, std::uint32_t le
   header->len = len;
   header->kind = kRecordMessage;
   std::byte* payload = data_ + at + sizeof(RecordHeader);
+  const bool stream = stores_.stream_next(len);
+  const bool timed = len >= RingStores::kStreamMinBytes;
+  const auto started = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (int i = 0; i < iovcnt; ++i) {
     if (iov[i].iov_len == 0) continue;
-    std::memcpy(payload, iov[i].iov_base, iov[i].iov_len);
+    if (stream && iov[i].iov_len >= 4096)
+      stream_copy(payload, iov[i].iov_base, iov[i].iov_len);
+    else
+      std::memcpy(payload, iov[i].iov_base, iov[i].iov_len);
     payload += iov[i].iov_len;
+  }
+  if (stream) stream_fence();
+  if (timed) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started);
+    stores_.record(len, stream, static_cast<std::uint64_t>(ns.count()));
   }
   tail_ += bytes;
   control_->tail.store(tail_, std::memory_order_release);

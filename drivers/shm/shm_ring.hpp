@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ring_stores.hpp"
+
 namespace sparcoll::transport::shm {
 
 struct alignas(64) RingControl {
@@ -47,7 +49,7 @@ constexpr std::uint64_t min_ring_bytes(std::uint32_t max_message) { return 2 * r
 class RingWriter {
  public:
   RingWriter() = default;
-  RingWriter(RingControl* control, std::byte* data, std::uint64_t capacity);
+  RingWriter(RingControl* control, std::byte* data, std::uint64_t capacity, StoreMode stores = StoreMode::automatic);
 
   // Copies the gathered message into the ring. False (nothing written) when it does not fit,
   // or when the counters are corrupt: the consumer's head not within one ring behind our tail,
@@ -60,6 +62,7 @@ class RingWriter {
   std::uint64_t capacity_ = 0;
   std::uint64_t tail_ = 0;        // our own counter; control_->tail mirrors it
   std::uint64_t head_cache_ = 0;  // last head seen; reloaded only when the ring looks full
+  RingStores stores_;             // ordinary or streaming stores for a large message (ring_stores.hpp)
 };
 
 // The receiving side; lives in the owner of the segment.

@@ -55,6 +55,7 @@ struct Options {
   std::string tcp_congestion = "auto";       // SPARCOLL_TCP_CONGESTION: auto | system | a kernel algorithm name
   std::uint32_t shm_ring_bytes = 1u << 20;   // SPARCOLL_SHM_RING_BYTES: per (sender, receiver, thread)
   std::string shm_peer_reads = "auto";       // SPARCOLL_SHM_PEER_READS: auto | off (one-copy reads of peers' memory)
+  std::string shm_streaming_stores = "auto"; // SPARCOLL_SHM_STREAMING_STORES: auto | on | off (large messages into a ring)
   std::string ib_device;                     // SPARCOLL_IB_DEVICE: rdma device name; empty = first usable
   std::uint32_t ib_port = 0;                 // SPARCOLL_IB_PORT: 1-based port; 0 = first active port
   int ib_gid_index = -1;                     // SPARCOLL_IB_GID_INDEX: -1 = best GID (RoCE v2 preferred)

@@ -158,6 +158,9 @@ TEST(ConfigValidate, DriverEnumerations) {
   o.shm_peer_reads = "sometimes";
   EXPECT_EQ(problem(o), "shm_peer_reads='sometimes' (SPARCOLL_SHM_PEER_READS) must be one of auto, off");
   o = valid_single_process();
+  o.shm_streaming_stores = "yes";
+  EXPECT_EQ(problem(o), "shm_streaming_stores='yes' (SPARCOLL_SHM_STREAMING_STORES) must be one of auto, on, off");
+  o = valid_single_process();
   o.dpdk_memif_zero_copy = "on";
   EXPECT_EQ(problem(o), "dpdk_memif_zero_copy='on' (SPARCOLL_DPDK_MEMIF_ZERO_COPY) must be one of auto, off");
 }
