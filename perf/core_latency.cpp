@@ -7,13 +7,12 @@
 // such runs is printed in nanoseconds per round trip.
 //
 // Why it is in the perf suite: on a virtual machine the host decides where the guest's vCPUs
-// run, and it changes its mind. On the project's 2-vCPU host the round trip was ~50 ns most of
-// the time (the two vCPUs on one core's hardware threads) and ~330 ns at other times (on two
-// cores), and every shared-memory transfer that passes data between processes through a buffer
-// (sparcoll's shm rings, Open MPI's vader below its single-copy size) was 3-5x slower in the
-// second state: a 2-rank ring allreduce of 16 MiB took 2.4-4.3 ms against 12.5 ms
-// (docs/perf.md, "Two placements of the host"). bench-all records this figure before every
-// program it runs, so a table can say which state a point was measured in.
+// run, and it changes its mind. On the project's 2-vCPU host the round trip was 50-60 ns or
+// 190-200 ns for minutes at a time, and 330-590 ns at others (cores that share no cache), and a
+// transfer that passes data between processes through a reused buffer with ordinary stores was
+// 4-5x slower in the last state: a 2-rank ring allreduce of 16 MiB took 2.0-4.3 ms against
+// 12.5-15.5 ms (docs/perf.md, "Two placements of the host"). bench-all records this figure
+// before every program it runs, so a table can say which state a point was measured in.
 #include <pthread.h>
 #include <sched.h>
 
