@@ -1,10 +1,10 @@
 // The hybrid allreduce on the collective thread: every stripe of the tensor goes the way that
-// costs least for its density. The calling thread estimated each stripe's non-zero blocks from a
-// sample of them (algo::sample_stripe_counts); here
-//   1. every rank's estimates are exchanged (one small message to every peer), or the table of
-//      the last exchange for this shape is reused while its results say the data has not moved
-//      (algo/plan_reuse.hpp), and every rank computes the same plan from the same table
-//      (algo/hybrid_plan.hpp);
+// costs least for its density:
+//   1. each rank estimates its stripes' non-zero blocks from a sample of them
+//      (algo::sample_stripe_counts) and every rank's estimates are exchanged (one small message
+//      to every peer), or the table of the last exchange for this shape is reused, with no
+//      sample, while its results say the data has not moved (algo/plan_reuse.hpp); every rank
+//      computes the same plan from the same table (algo/hybrid_plan.hpp);
 //   2. the sparse stripes, and only they, are scanned into the bitmap of the op slot the calling
 //      thread reserved, and go to the block-sparse engine, which runs them on the progress
 //      threads while
