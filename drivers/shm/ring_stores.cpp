@@ -39,7 +39,7 @@ double RingStores::best(int way) const noexcept {
 }
 
 void RingStores::record(std::size_t n, bool streamed, std::uint64_t ns) noexcept {
-  if (n < kStreamMinBytes || mode_ != StoreMode::automatic) return;
+  if (!measures(n)) return;
   const bool probe = streamed != prefer_stream();
   const int way = streamed ? 1 : 0;
   ns_per_kib_[way][copies_[way] % kWindow] = static_cast<double>(ns) * 1024.0 / static_cast<double>(n);

@@ -16,9 +16,10 @@
 // So the writer measures. Each large copy is timed (two clock reads per copy of at least
 // kStreamMinBytes); each way keeps its best time per byte of its last kWindow copies (a copy the
 // scheduler interrupted, or one that faulted pages in, is only ever slower, so the best of a few
-// is the way's speed); ordinary stores stay unless streaming ones copied at least twice as fast (the writer cannot see the receiver's side of the cost,
-// which only ordinary stores avoid, so it takes streaming stores only for a large win), and the
-// way not in use is tried again every kProbeEvery large copies, since the host moves the cores.
+// is the way's speed); ordinary stores stay unless streaming ones copied at least twice as fast
+// (the writer cannot see the receiver's side of the cost, which only ordinary stores avoid, so
+// it takes streaming stores only for a large win), and the way not in use is tried again every
+// kProbeEvery large copies, since the host moves the cores.
 // The choice changes how fast bytes arrive, never which bytes: the result is the same.
 #pragma once
 
@@ -52,6 +53,8 @@ class RingStores {
     if (!measured(1)) return true;
     return since_probe_ + 1 >= kProbeEvery ? !prefer_stream() : prefer_stream();
   }
+  // Whether a copy of n bytes is to be timed for record(): only where the choice is measured.
+  bool measures(std::size_t n) const noexcept { return n >= kStreamMinBytes && mode_ == StoreMode::automatic; }
   // The copy just made: n bytes, streamed or not, in ns nanoseconds.
   void record(std::size_t n, bool streamed, std::uint64_t ns) noexcept;
   bool streaming() const noexcept { return prefer_stream(); }

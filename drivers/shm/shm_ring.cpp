@@ -42,7 +42,7 @@ bool RingWriter::try_write(const struct iovec* iov, int iovcnt, std::uint32_t le
   header->kind = kRecordMessage;
   std::byte* payload = data_ + at + sizeof(RecordHeader);
   const bool stream = stores_.stream_next(len);
-  const bool timed = len >= RingStores::kStreamMinBytes;
+  const bool timed = stores_.measures(len);  // not with SPARCOLL_SHM_STREAMING_STORES=on or off
   const auto started = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   for (int i = 0; i < iovcnt; ++i) {
     if (iov[i].iov_len == 0) continue;
