@@ -29,14 +29,14 @@ constexpr std::uint32_t kUnfoldTag = 64;
 
 }  // namespace
 
-Status block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
-                                          DataType dtype, ReduceOp op, std::uint32_t block_elems, Scratch& scratch) {
+Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
+                                        DataType dtype, ReduceOp op, std::uint32_t block_elems, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const BlockGeometry g{count, block_elems, p2p::acc_type_of(dtype)};
   if (g.blocks() > UINT32_MAX)
-    return Status(ErrorCode::invalid_argument, peers.what() + ": " + std::to_string(count) + " elements make " +
-                                                   std::to_string(g.blocks()) +
-                                                   " blocks, more than a block set counts (2^32 - 1)");
+    co_return Status(ErrorCode::invalid_argument, peers.what() + ": " + std::to_string(count) + " elements make " +
+                                                      std::to_string(g.blocks()) +
+                                                      " blocks, more than a block set counts (2^32 - 1)");
   std::vector<std::uint64_t>& bits = scratch.sparse.bits;
   bits.assign(g.words() + 1, 0);  // +1: never empty
   block::scan_nonzero_blocks(send, count, dtype, block_elems, bits.data());
@@ -58,17 +58,17 @@ Status block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, v
     // Folded out: hand the set to r + 1, take the finished one back.
     peers.send(r + 1, kFoldTag, cur->data(), cur->size());
     peers.recv_any(r + 1, kUnfoldTag, &received, g.max_bytes());
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     BlockSetView result;
-    if (Status s = parse(received, r + 1, "(unfold)", &result); !s.ok()) return s;
+    if (Status s = parse(received, r + 1, "(unfold)", &result); !s.ok()) co_return s;
     unpack_block_set(result, g, dtype, op, n, recv);
-    return Status();
+    co_return Status();
   }
   if (r < 2 * rem) {
     peers.recv_any(r - 1, kFoldTag, &received, g.max_bytes());
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     BlockSetView theirs;
-    if (Status s = parse(received, r - 1, "(fold)", &theirs); !s.ok()) return s;
+    if (Status s = parse(received, r - 1, "(fold)", &theirs); !s.ok()) co_return s;
     merge_block_sets(theirs, view_block_set(*cur, g), g, op, spare);  // the lower rank on the left
     std::swap(cur, spare);
   }
@@ -78,9 +78,9 @@ Status block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, v
     const std::uint32_t partner = real(me ^ mask);
     peers.send(partner, kStepTag + step, cur->data(), cur->size());
     peers.recv_any(partner, kStepTag + step, &received, g.max_bytes());
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     BlockSetView theirs;
-    if (Status s = parse(received, partner, "(step)", &theirs); !s.ok()) return s;
+    if (Status s = parse(received, partner, "(step)", &theirs); !s.ok()) co_return s;
     const BlockSetView mine = view_block_set(*cur, g);
     if ((me & mask) == 0)
       merge_block_sets(mine, theirs, g, op, spare);
@@ -90,10 +90,10 @@ Status block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, v
   }
   if (r < 2 * rem) {
     peers.send(r - 1, kUnfoldTag, cur->data(), cur->size());
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   }
   unpack_block_set(view_block_set(*cur, g), g, dtype, op, n, recv);
-  return Status();
+  co_return Status();
 }
 
 }  // namespace sparcoll::algo

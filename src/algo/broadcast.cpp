@@ -31,7 +31,7 @@ struct Ack {
 
 }  // namespace
 
-Status tree_broadcast(p2p::Peers& peers, void* buffer, std::size_t bytes, std::uint32_t root) {
+Task tree_broadcast(p2p::Peers& peers, void* buffer, std::size_t bytes, std::uint32_t root) {
   const std::uint32_t n = peers.size();
   const std::uint32_t vr = (peers.rank() + n - root) % n;  // rank relative to the root
   auto real = [n, root](std::uint32_t v) { return (v + root) % n; };
@@ -52,29 +52,29 @@ Status tree_broadcast(p2p::Peers& peers, void* buffer, std::size_t bytes, std::u
 
   if (has_parent) peers.recv(parent, kDataTag, buffer, bytes);
   peers.expect_only_posted();
-  if (Status s = peers.wait(); !s.ok()) return s;
+  if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   // Children acknowledge only after our data reached them: their receives go in first.
   Ack acks[kMaxChildren];
   for (std::uint32_t i = 0; i < nchildren; ++i) peers.recv(children[i], kAckTag, &acks[i], sizeof(Ack));
   for (std::uint32_t i = 0; i < nchildren; ++i) peers.send(children[i], kDataTag, buffer, bytes);
-  if (Status s = peers.wait(); !s.ok()) return s;
+  if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   for (std::uint32_t i = 0; i < nchildren; ++i) {
     if (acks[i].root != root || acks[i].bytes != bytes)
-      return Status(ErrorCode::mismatch, peers.what() + ": rank " + std::to_string(children[i]) + " broadcast " +
-                                             std::to_string(acks[i].bytes) + " bytes from root " +
-                                             std::to_string(acks[i].root) + ", this rank " + std::to_string(bytes) +
-                                             " bytes from root " + std::to_string(root) +
-                                             " (the ranks disagree on the root or the count)");
+      co_return Status(ErrorCode::mismatch, peers.what() + ": rank " + std::to_string(children[i]) + " broadcast " +
+                                                std::to_string(acks[i].bytes) + " bytes from root " +
+                                                std::to_string(acks[i].root) + ", this rank " + std::to_string(bytes) +
+                                                " bytes from root " + std::to_string(root) +
+                                                " (the ranks disagree on the root or the count)");
   }
   std::uint32_t commit = 0;
   if (has_parent) {
     peers.recv(parent, kCommitTag, &commit, sizeof commit);
     const Ack mine{root, 0, bytes};
     peers.send(parent, kAckTag, &mine, sizeof mine);
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   }
   for (std::uint32_t i = 0; i < nchildren; ++i) peers.send(children[i], kCommitTag, &commit, sizeof commit);
-  return peers.wait();
+  co_return co_await peers.wait();
 }
 
 }  // namespace sparcoll::algo

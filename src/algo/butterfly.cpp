@@ -18,8 +18,8 @@ namespace {
 constexpr std::uint32_t kTagFold = 0, kTagHalving = 1, kTagDoubling = 64, kTagUnfold = 128;
 }  // namespace
 
-Status butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
-                           ReduceOp op, Scratch& scratch) {
+Task butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+                         ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const DataType acc_type = p2p::acc_type_of(dtype);
   const std::size_t esize = dtype_size(dtype);
@@ -36,13 +36,13 @@ Status butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std:
   // Fold: an even rank below 2*rem gives its accumulators to r + 1 and waits for the result.
   if (r < 2 * rem && r % 2 == 0) {
     peers.send(r + 1, kTagFold, acc, count * es);
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     peers.recv(r + 1, kTagUnfold, out, count * esize);
-    return peers.wait();
+    co_return co_await peers.wait();
   }
   if (r < 2 * rem) {
     peers.recv_reduce(r - 1, kTagFold, acc, count, acc_type, op);
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   }
   const std::uint32_t me = r < 2 * rem ? r / 2 : r - rem;  // rank among the p butterfly ranks
   auto real = [rem](std::uint32_t v) { return v < rem ? 2 * v + 1 : v + rem; };
@@ -61,7 +61,7 @@ Status butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std:
     const std::size_t give_lo = low ? mid : lo, give_hi = low ? hi : mid;
     peers.send(partner, kTagHalving + steps, acc + give_lo * es, (give_hi - give_lo) * es);
     peers.recv_reduce(partner, kTagHalving + steps, acc + keep_lo * es, keep_hi - keep_lo, acc_type, op);
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     lo = keep_lo;
     hi = keep_hi;
   }
@@ -77,15 +77,15 @@ Status butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std:
     const std::size_t other_lo = low ? mid : plo, other_hi = low ? phi : mid;
     peers.send(partner, kTagDoubling + i, out + lo * esize, (hi - lo) * esize);
     peers.recv(partner, kTagDoubling + i, out + other_lo * esize, (other_hi - other_lo) * esize);
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     lo = plo;
     hi = phi;
   }
   if (r < 2 * rem) {
     peers.send(r - 1, kTagUnfold, out, count * esize);
-    return peers.wait();
+    co_return co_await peers.wait();
   }
-  return Status();
+  co_return Status();
 }
 
 }  // namespace sparcoll::algo

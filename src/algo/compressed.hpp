@@ -11,6 +11,7 @@
 #include "algo/compress/threshold_estimator.hpp"
 #include "algo/compress/topk.hpp"
 #include "algo/p2p_algorithms.hpp"
+#include "common/task.hpp"
 #include "p2p/peers.hpp"
 #include "sparcoll/compression.hpp"
 
@@ -66,16 +67,16 @@ struct CompressedCall {
 };
 
 // Ok-Topk (oktopk.cpp). Requires c.values == f32.
-Status oktopk_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s);
+Task oktopk_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s);
 // topk_allgather, topk_dense and none (topk_ef.cpp).
-Status topk_ef_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch);
+Task topk_ef_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch);
 
 // The first step of every compressed call, before any state of the tensor changes: every rank
 // sends every other its (n, k, algo, values, tau, tau', calls) and checks they agree. A rank
 // whose arguments were invalid sends an abort instead, so a call that fails on one rank fails
 // on all of them before any residual, threshold or boundary moves (and a later call finds the
 // tensors alike everywhere). One latency per call; a differing field is a mismatch naming it.
-Status agree_call(p2p::Peers& peers, std::uint32_t tag, CompressedCall& call, CompressScratch& s);
+Task agree_call(p2p::Peers& peers, std::uint32_t tag, CompressedCall& call, CompressScratch& s);
 
 // A message of every rank to every other rank in one step: sends `bytes` from `data` to each
 // peer and receives each peer's message of at most max_bytes into rx[peer] (rx[rank] untouched).

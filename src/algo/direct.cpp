@@ -30,8 +30,8 @@ constexpr std::size_t kPieceElems = 32 * 1024;
 // Bytes per read when copying a finished chunk.
 constexpr std::size_t kCopyBytes = std::size_t{1} << 20;
 
-// Posts one small message to every peer and a receive from every peer, then waits.
-Status exchange(p2p::Peers& peers, std::uint32_t tag, const void* mine, void* theirs, std::size_t bytes) {
+// Posts one small message to every peer and a receive from every peer, then awaits them.
+Task exchange(p2p::Peers& peers, std::uint32_t tag, const void* mine, void* theirs, std::size_t bytes) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   auto* out = static_cast<std::byte*>(theirs);
   for (std::uint32_t p = 0; p < n; ++p) {
@@ -39,13 +39,13 @@ Status exchange(p2p::Peers& peers, std::uint32_t tag, const void* mine, void* th
     peers.send(p, tag, mine, bytes);
     peers.recv(p, tag, out + p * bytes, bytes);
   }
-  return peers.wait();
+  co_return co_await peers.wait();
 }
 
 }  // namespace
 
-Status direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
-                        ReduceOp op, Scratch& scratch) {
+Task direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+                      ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::size_t esize = dtype_size(dtype);
   if (scratch.acc.size() < kPieceElems * 4) scratch.acc.resize(kPieceElems * 4);
@@ -54,7 +54,7 @@ Status direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::si
   std::vector<std::uint64_t>& where = scratch.words;
   where.assign(2 * std::size_t{n}, 0);
   const std::uint64_t mine[2] = {reinterpret_cast<std::uint64_t>(send), reinterpret_cast<std::uint64_t>(recv)};
-  if (Status s = exchange(peers, kAddressTag, mine, where.data(), sizeof mine); !s.ok()) return s;
+  if (Status s = co_await exchange(peers, kAddressTag, mine, where.data(), sizeof mine); !s.ok()) co_return s;
   auto send_of = [&](std::uint32_t q) { return where[2 * std::size_t{q}]; };
   auto recv_of = [&](std::uint32_t q) { return where[2 * std::size_t{q} + 1]; };
 
@@ -67,7 +67,7 @@ Status direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::si
     for (std::uint32_t q = 0; q < n; ++q) {
       const std::byte* src = static_cast<const std::byte*>(send) + pb * esize;
       if (q != r) {
-        if (Status s = peers.read_peer_memory(q, send_of(q) + pb * esize, piece, len * esize); !s.ok()) return s;
+        if (Status s = peers.read_peer_memory(q, send_of(q) + pb * esize, piece, len * esize); !s.ok()) co_return s;
         src = piece;
       }
       if (q == 0)
@@ -82,7 +82,7 @@ Status direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::si
   std::uint32_t done = 1;
   std::vector<std::uint32_t>& acks = scratch.acks;
   acks.assign(n, 0);  // what the peers say is not looked at: its arrival is the news
-  if (Status s = exchange(peers, kChunkDoneTag, &done, acks.data(), sizeof done); !s.ok()) return s;
+  if (Status s = co_await exchange(peers, kChunkDoneTag, &done, acks.data(), sizeof done); !s.ok()) co_return s;
   for (std::uint32_t q = 0; q < n; ++q) {
     if (q == r) continue;
     const std::size_t b = chunk_begin(count, n, q), e = chunk_begin(count, n, q + 1);
@@ -90,11 +90,11 @@ Status direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::si
     for (std::size_t at = b * esize; at < e * esize; at += kCopyBytes) {
       const std::size_t len = std::min(kCopyBytes, e * esize - at);
       if (Status s = peers.read_peer_memory(q, recv_of(q) + at, static_cast<std::byte*>(recv) + at, len); !s.ok())
-        return s;
+        co_return s;
     }
   }
   // 5. Nobody reads this rank's buffers any more once everybody says so.
-  return exchange(peers, kFinishedTag, &done, acks.data(), sizeof done);
+  co_return co_await exchange(peers, kFinishedTag, &done, acks.data(), sizeof done);
 }
 
 }  // namespace sparcoll::algo

@@ -54,13 +54,13 @@ void reduce_into_dense(SparseSpan piece, std::uint64_t begin, std::size_t len, D
 
 }  // namespace
 
-Status dsar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
-                            const SparseOutput& out, Scratch& scratch) {
+Task dsar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+                          const SparseOutput& out, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const DataType acc_type = p2p::acc_type_of(dtype);
   const std::size_t esize = dtype_size(dtype);
   SparseScratch& s = scratch.sparse;
-  if (Status st = split::exchange(peers, local, dim, acc_type, s); !st.ok()) return st;
+  if (Status st = co_await split::exchange(peers, local, dim, acc_type, s); !st.ok()) co_return st;
   const std::uint64_t begin = chunk_begin(dim, n, r), end = chunk_begin(dim, n, r + 1);
   const std::size_t len = end - begin;
   // An empty range is never "dense": it would make every small result dense for nothing.
@@ -90,7 +90,7 @@ Status dsar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t 
     encode_dense_final(s.dense_acc.data(), begin, end, dtype, op, n, &s.mine);
   else
     encode_sparse_final(acc, begin, end, dtype, op, n, &s.mine);
-  return split::gather(peers, dim, dtype, out, s);
+  co_return co_await split::gather(peers, dim, dtype, out, s);
 }
 
 }  // namespace sparcoll::algo

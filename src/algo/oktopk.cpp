@@ -42,54 +42,54 @@ constexpr int kGlobalRetries = 4;      // raises before an exact bisection
 Status mismatch(std::string what) { return Status(ErrorCode::mismatch, "oktopk: " + std::move(what)); }
 
 // Sends this rank's `words` u64 to every peer and gathers everyone's into counts[r * words ...].
-Status exchange_u64(p2p::Peers& peers, std::uint32_t tag, const std::uint64_t* mine, std::size_t words,
-                    CompressScratch& s, CompressedCall& call) {
+Task exchange_u64(p2p::Peers& peers, std::uint32_t tag, const std::uint64_t* mine, std::size_t words,
+                  CompressScratch& s, CompressedCall& call) {
   const std::uint32_t P = peers.size(), me = peers.rank();
   s.counts.resize(std::size_t{P} * words);
   // One rank exchanges P - 1 = 0 boundaries: counts is then empty and its data() may be null,
   // which memcpy must not get even for 0 bytes (undefined behaviour, reported by UBSan).
   if (words != 0) std::memcpy(s.counts.data() + std::size_t{me} * words, mine, words * 8);
-  if (P == 1) return Status();
+  if (P == 1) co_return Status();
   for (std::uint32_t p = 0; p < P; ++p) {
     if (p == me) continue;
     peers.send(p, tag, s.counts.data() + std::size_t{me} * words, words * 8);
     peers.recv(p, tag, s.counts.data() + std::size_t{p} * words, words * 8);
   }
   call.control_words += std::uint64_t{P - 1} * words * 2;  // a u64 is two words
-  return peers.wait();
+  co_return co_await peers.wait();
 }
 
 // The number of entries with |v| >= threshold over every rank's region (exchanged).
-Status global_count(p2p::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len, float threshold,
-                    CompressScratch& s, CompressedCall& call, std::uint64_t* total) {
+Task global_count(p2p::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len, float threshold,
+                  CompressScratch& s, CompressedCall& call, std::uint64_t* total) {
   std::size_t c = 0;
-  if (Status st = compress::count_above(region, len, threshold, &c); !st.ok()) return st;
+  if (Status st = compress::count_above(region, len, threshold, &c); !st.ok()) co_return st;
   const std::uint64_t mine = c;
-  if (Status st = exchange_u64(peers, tag++, &mine, 1, s, call); !st.ok()) return st;
+  if (Status st = co_await exchange_u64(peers, tag++, &mine, 1, s, call); !st.ok()) co_return st;
   *total = 0;
   for (std::uint64_t v : s.counts) *total += v;
-  return Status();
+  co_return Status();
 }
 
 // Exact global threshold: the smallest positive float t with at most k entries |v| >= t over all
 // regions (so exactly the top-k, fewer only when entries tie at the k-th magnitude). Bisection
 // over the bit patterns of positive floats (ordered like the floats): 31 count exchanges.
-Status exact_global_threshold(p2p::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len,
-                              std::size_t k, CompressScratch& s, CompressedCall& call, float* out) {
+Task exact_global_threshold(p2p::Peers& peers, std::uint32_t& tag, const float* region, std::size_t len,
+                            std::size_t k, CompressScratch& s, CompressedCall& call, float* out) {
   std::uint32_t lo = 1, hi = 0x7f800000u;  // denorm_min .. +inf
   while (lo < hi) {
     const std::uint32_t mid = lo + (hi - lo) / 2;
     float t;
     std::memcpy(&t, &mid, 4);
     std::uint64_t total = 0;
-    if (Status st = global_count(peers, tag, region, len, t, s, call, &total); !st.ok()) return st;
+    if (Status st = co_await global_count(peers, tag, region, len, t, s, call, &total); !st.ok()) co_return st;
     if (total <= k)
       hi = mid;
     else
       lo = mid + 1;
   }
   std::memcpy(out, &lo, 4);
-  return Status();
+  co_return Status();
 }
 
 }  // namespace
@@ -142,7 +142,7 @@ Status select_locally(OkTopk& o, const float* acc) {
 }
 
 // 2. region boundaries, every tau' calls (and whenever P changed, i.e. the first call).
-Status agree_boundaries(OkTopk& o) {
+Task agree_boundaries(OkTopk& o) {
   CompressedTensor& t = o.t;
   const std::uint32_t P = o.P;
   const std::size_t n = o.n;
@@ -150,7 +150,7 @@ Status agree_boundaries(OkTopk& o) {
     std::uint64_t proposal[256];
     for (std::uint32_t j = 1; j < P; ++j)
       proposal[j - 1] = o.sel >= P ? o.idx[j * (o.sel / P)] : (n * j) / P;  // too few to split: equal widths
-    if (Status st = exchange_u64(o.peers, o.tag++, proposal, P - 1, o.s, o.call); !st.ok()) return st;
+    if (Status st = co_await exchange_u64(o.peers, o.tag++, proposal, P - 1, o.s, o.call); !st.ok()) co_return st;
     t.bounds.assign(std::size_t{P} + 1, 0);
     t.bounds[P] = static_cast<std::uint32_t>(n);
     for (std::uint32_t j = 1; j < P; ++j) {
@@ -163,12 +163,12 @@ Status agree_boundaries(OkTopk& o) {
     ++o.tag;  // keep tags aligned with the ranks that repartition (they all do, on the same calls)
   }
   ++t.bounds_age;
-  return Status();
+  co_return Status();
 }
 
 // 3. split and reduce: region j's entries (a contiguous slice: indices are sorted) go to rank j,
 // which sums every rank's into its region in rank order.
-Status reduce_regions(OkTopk& o) {
+Task reduce_regions(OkTopk& o) {
   CompressScratch& s = o.s;
   const std::uint32_t P = o.P, me = o.me;
   s.rx_a.resize(P);
@@ -188,7 +188,7 @@ Status reduce_regions(OkTopk& o) {
     o.call.payload_words += 2 * c;
   }
   if (P > 1)
-    if (Status st = o.peers.wait(); !st.ok()) return st;
+    if (Status st = co_await o.peers.wait(); !st.ok()) co_return st;
   o.rb = o.t.bounds[me];
   o.re = o.t.bounds[me + 1];
   o.len = o.re - o.rb;
@@ -201,26 +201,27 @@ Status reduce_regions(OkTopk& o) {
     std::size_t c = first_of[me + 1] - first_of[me];
     if (p != me) {
       if (s.rx_a[p].size() != s.rx_b[p].size() || s.rx_a[p].size() % 4 != 0)
-        return mismatch("rank " + std::to_string(p) + " sent " + std::to_string(s.rx_a[p].size()) + " index bytes and " +
-                        std::to_string(s.rx_b[p].size()) + " value bytes for region " + std::to_string(me));
+        co_return mismatch("rank " + std::to_string(p) + " sent " + std::to_string(s.rx_a[p].size()) +
+                           " index bytes and " + std::to_string(s.rx_b[p].size()) + " value bytes for region " +
+                           std::to_string(me));
       pi = reinterpret_cast<const std::uint32_t*>(s.rx_a[p].data());
       pv = reinterpret_cast<const float*>(s.rx_b[p].data());
       c = s.rx_a[p].size() / 4;
     }
     for (std::size_t i = 0; i < c; ++i) {
       if (pi[i] < o.rb || pi[i] >= o.re)
-        return mismatch("rank " + std::to_string(p) + " sent index " + std::to_string(pi[i]) + " for region " +
-                        std::to_string(me) + " = [" + std::to_string(o.rb) + ", " + std::to_string(o.re) +
-                        ") (count, k or tau' differ across ranks?)");
+        co_return mismatch("rank " + std::to_string(p) + " sent index " + std::to_string(pi[i]) + " for region " +
+                           std::to_string(me) + " = [" + std::to_string(o.rb) + ", " + std::to_string(o.re) +
+                           ") (count, k or tau' differ across ranks?)");
       o.region[pi[i] - o.rb] += pv[i];
     }
   }
-  return Status();
+  co_return Status();
 }
 
 // 4. global selection: at most k survivors over all regions; every rank agrees on n and k. This
 // rank's survivors land at their place in the index-ordered concatenation (t.g_idx, t.g_val).
-Status select_globally(OkTopk& o) {
+Task select_globally(OkTopk& o) {
   CompressedTensor& t = o.t;
   CompressScratch& s = o.s;
   const std::uint32_t P = o.P, me = o.me;
@@ -228,19 +229,20 @@ Status select_globally(OkTopk& o) {
   const bool exact = t.calls % o.call.c.tau == 0;
   float th = t.global_threshold;
   if (exact)
-    if (Status st = exact_global_threshold(o.peers, o.tag, o.region, o.len, k, s, o.call, &th); !st.ok()) return st;
+    if (Status st = co_await exact_global_threshold(o.peers, o.tag, o.region, o.len, k, s, o.call, &th); !st.ok())
+      co_return st;
   std::uint64_t total = 0;
   for (int attempt = 0;; ++attempt) {
     std::size_t c = 0;
-    if (Status st = compress::count_above(o.region, o.len, th, &c); !st.ok()) return st;
+    if (Status st = compress::count_above(o.region, o.len, th, &c); !st.ok()) co_return st;
     const std::uint64_t mine[3] = {n, k, c};
-    if (Status st = exchange_u64(o.peers, o.tag++, mine, 3, s, o.call); !st.ok()) return st;
+    if (Status st = co_await exchange_u64(o.peers, o.tag++, mine, 3, s, o.call); !st.ok()) co_return st;
     total = 0;
     for (std::uint32_t r = 0; r < P; ++r) {
       if (s.counts[3 * r] != n || s.counts[3 * r + 1] != k)
-        return mismatch("rank " + std::to_string(r) + " has count " + std::to_string(s.counts[3 * r]) + " and k " +
-                        std::to_string(s.counts[3 * r + 1]) + ", rank " + std::to_string(me) + " count " +
-                        std::to_string(n) + " and k " + std::to_string(k));
+        co_return mismatch("rank " + std::to_string(r) + " has count " + std::to_string(s.counts[3 * r]) + " and k " +
+                           std::to_string(s.counts[3 * r + 1]) + ", rank " + std::to_string(me) + " count " +
+                           std::to_string(n) + " and k " + std::to_string(k));
       total += s.counts[3 * r + 2];
     }
     if (total <= k) break;
@@ -248,8 +250,9 @@ Status select_globally(OkTopk& o) {
     // after a few tries (every rank sees the same totals, so all take the same branch).
     if (attempt < kGlobalRetries) {
       th = std::min(th * kGlobalRaise, std::numeric_limits<float>::max());
-    } else if (Status st = exact_global_threshold(o.peers, o.tag, o.region, o.len, k, s, o.call, &th); !st.ok()) {
-      return st;
+    } else if (Status st = co_await exact_global_threshold(o.peers, o.tag, o.region, o.len, k, s, o.call, &th);
+               !st.ok()) {
+      co_return st;
     }
   }
   o.total = total;
@@ -267,14 +270,14 @@ Status select_globally(OkTopk& o) {
   if (Status st = compress::select_above(o.region, o.len, th, t.g_idx.data() + mine_begin, t.g_val.data() + mine_begin,
                                          mine_count, &got);
       !st.ok())
-    return st;
+    co_return st;
   for (std::size_t i = 0; i < mine_count; ++i) t.g_idx[mine_begin + i] += o.rb;
-  return Status();
+  co_return Status();
 }
 
 // 5. balance: slot q = [chunk_begin(total, P, q), chunk_begin(total, P, q + 1)), then the
 // balanced slots allgathered; the result is checked to be increasing indices below n.
-Status balance_and_allgather(OkTopk& o) {
+Task balance_and_allgather(OkTopk& o) {
   CompressedTensor& t = o.t;
   const std::uint32_t P = o.P, me = o.me;
   const std::size_t total = o.total;
@@ -299,7 +302,7 @@ Status balance_and_allgather(OkTopk& o) {
         o.peers.recv(q, tag_bal + 1, t.g_val.data() + c, (d - c) * 4);
       }
     }
-    if (Status st = o.peers.wait(); !st.ok()) return st;
+    if (Status st = co_await o.peers.wait(); !st.ok()) co_return st;
     // Allgather of the balanced slots.
     for (std::uint32_t q = 0; q < P; ++q) {
       if (q == me) continue;
@@ -314,13 +317,13 @@ Status balance_and_allgather(OkTopk& o) {
         o.peers.recv(q, tag_ag + 1, t.g_val.data() + qs, (qe - qs) * 4);
       }
     }
-    if (Status st = o.peers.wait(); !st.ok()) return st;
+    if (Status st = co_await o.peers.wait(); !st.ok()) co_return st;
   }
   for (std::size_t i = 0; i < total; ++i)
     if (t.g_idx[i] >= o.n || (i > 0 && t.g_idx[i] <= t.g_idx[i - 1]))
-      return Status(ErrorCode::protocol_error, "oktopk: the gathered survivors are not increasing indices below " +
-                                                   std::to_string(o.n) + " at position " + std::to_string(i));
-  return Status();
+      co_return Status(ErrorCode::protocol_error, "oktopk: the gathered survivors are not increasing indices below " +
+                                                      std::to_string(o.n) + " at position " + std::to_string(i));
+  co_return Status();
 }
 
 // 6. residual: clear what this rank selected and what survived (a sorted intersection).
@@ -347,31 +350,31 @@ Status update_residual(OkTopk& o) {
 
 }  // namespace
 
-Status oktopk_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s) {
+Task oktopk_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s) {
   OkTopk o{peers, call, s, *call.tensor};
   o.P = peers.size();
   o.me = peers.rank();
   o.n = call.n;
   o.k = call.k;
   // Per-rank tables live on the stack (no allocation per call).
-  if (o.P > 256) return Status(ErrorCode::unsupported, "oktopk: more than 256 ranks");
-  if (Status st = agree_call(peers, 1000, call, s); !st.ok()) return st;
+  if (o.P > 256) co_return Status(ErrorCode::unsupported, "oktopk: more than 256 ranks");
+  if (Status st = co_await agree_call(peers, 1000, call, s); !st.ok()) co_return st;
   // 0. accumulate: acc = grad + residual, in the residual's buffer.
   float* acc = nullptr;
-  if (Status st = o.t.residual.accumulate(o.t.id, call.grad, o.n, &acc); !st.ok()) return st;
-  if (Status st = select_locally(o, acc); !st.ok()) return st;
-  if (Status st = agree_boundaries(o); !st.ok()) return st;
-  if (Status st = reduce_regions(o); !st.ok()) return st;
-  if (Status st = select_globally(o); !st.ok()) return st;
-  if (Status st = balance_and_allgather(o); !st.ok()) return st;
-  if (Status st = update_residual(o); !st.ok()) return st;
+  if (Status st = o.t.residual.accumulate(o.t.id, call.grad, o.n, &acc); !st.ok()) co_return st;
+  if (Status st = select_locally(o, acc); !st.ok()) co_return st;
+  if (Status st = co_await agree_boundaries(o); !st.ok()) co_return st;
+  if (Status st = co_await reduce_regions(o); !st.ok()) co_return st;
+  if (Status st = co_await select_globally(o); !st.ok()) co_return st;
+  if (Status st = co_await balance_and_allgather(o); !st.ok()) co_return st;
+  if (Status st = update_residual(o); !st.ok()) co_return st;
   // 7. result (grad is no longer read: out may alias it).
   std::fill(call.out, call.out + o.n, 0.0f);
   const bool avg = call.c.op == ReduceOp::avg;
   for (std::size_t i = 0; i < o.total; ++i)
     call.out[o.t.g_idx[i]] = avg ? o.t.g_val[i] / static_cast<float>(o.P) : o.t.g_val[i];
   ++o.t.calls;
-  return Status();
+  co_return Status();
 }
 
 }  // namespace sparcoll::algo

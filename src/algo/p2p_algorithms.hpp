@@ -1,5 +1,6 @@
-// The peer-to-peer collective algorithms (docs/algorithms.md). Each runs on the collective
-// thread over p2p::Peers, so over any driver, and returns a Status naming what failed.
+// The peer-to-peer collective algorithms (docs/algorithms.md). Each is a coroutine over
+// p2p::Peers (common/task.hpp), so it runs over any driver, driven by the collective thread or
+// by the calling thread (p2p/drive.hpp), and ends with a Status naming what failed.
 // All of them produce bitwise-identical results on every rank: every output element is
 // reduced by one rank in a fixed order and then copied to the others.
 //
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "algo/sparse_vector.hpp"
+#include "common/task.hpp"
 #include "p2p/peers.hpp"
 #include "sparcoll/communicator.hpp"
 #include "sparcoll/status.hpp"
@@ -54,63 +56,63 @@ inline std::size_t chunk_begin(std::size_t count, std::uint32_t n, std::uint32_t
 }
 
 // --- dense allreduce ------------------------------------------------------------------------
-Status ring_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+Task ring_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                       ReduceOp op, Scratch& scratch);
-Status butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+Task butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                            ReduceOp op, Scratch& scratch);
 // log2(n) exchanges of the whole tensor: for small tensors, where latency decides.
-Status recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
+Task recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
                                     DataType dtype, ReduceOp op, Scratch& scratch);
 // log2(n) exchanges of the non-zero blocks seen so far (block_set.hpp): recursive doubling whose
 // bytes shrink with the density.
-Status block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
+Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
                                           DataType dtype, ReduceOp op, std::uint32_t block_elems, Scratch& scratch);
 // Reduce-scatter + allgather reading the peers' buffers in place (needs peers.reads_peer_memory()).
-Status direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+Task direct_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                         ReduceOp op, Scratch& scratch);
 
 // --- SparCML sparse allreduce (docs/algorithms.md, "SparCML: SSAR and DSAR") -----------------
 // `local` holds this rank's entries (sorted unique indices below dim <= 2^32, accumulators of
 // acc_type_of(dtype)); the algorithms may consume it. Every element of the result is computed
 // by one fixed sequence of operations, the same on every rank, so results are bitwise identical.
-Status ssar_recursive_doubling(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype,
+Task ssar_recursive_doubling(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype,
                                ReduceOp op, const SparseOutput& out, Scratch& scratch);
-Status ssar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+Task ssar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
                             const SparseOutput& out, Scratch& scratch);
-Status dsar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+Task dsar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
                             const SparseOutput& out, Scratch& scratch);
 // Dense tensors through those algorithms: send's non-zero elements in, every element of recv
 // (count <= 2^32 elements, zeros included) out. In place when send == recv.
-Status sparse_allreduce_dense(p2p::Peers& peers, Algorithm algo, const void* send, void* recv, std::size_t count,
+Task sparse_allreduce_dense(p2p::Peers& peers, Algorithm algo, const void* send, void* recv, std::size_t count,
                               DataType dtype, ReduceOp op, Scratch& scratch);
 // allreduce_sparse: this rank's entries (checked and widened by the calling thread) in, *result
 // filled.
-Status sparse_allreduce(p2p::Peers& peers, Algorithm algo, SparseVector& entries, std::size_t dim, DataType dtype,
+Task sparse_allreduce(p2p::Peers& peers, Algorithm algo, SparseVector& entries, std::size_t dim, DataType dtype,
                         ReduceOp op, SparseResult* result, Scratch& scratch);
 
 // --- other collectives ----------------------------------------------------------------------
 // recv (count elements) = reduction of chunk `rank` of every rank's send (size * count elements).
-Status ring_reduce_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
+Task ring_reduce_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                            ReduceOp op, Scratch& scratch);
 // recv (size * bytes) = every rank's send (bytes each), in rank order.
-Status ring_allgather(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes);
+Task ring_allgather(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes);
 // buffer (bytes) on every rank = buffer on `root`.
-Status tree_broadcast(p2p::Peers& peers, void* buffer, std::size_t bytes, std::uint32_t root);
+Task tree_broadcast(p2p::Peers& peers, void* buffer, std::size_t bytes, std::uint32_t root);
 // recv (count elements, on the root only) = reduction of every rank's send: a reduce-scatter
 // ring, then each rank's reduced chunk to the root. In place when send == recv on the root.
-Status ring_reduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+Task ring_reduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
                    std::uint32_t root, Scratch& scratch);
 // rooted.cpp. recv (size * bytes, on the root only) = every rank's send (bytes each), in rank
 // order; in place when send == recv + root * bytes on the root.
-Status direct_gather(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root);
+Task direct_gather(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root);
 // recv (bytes) on every rank p = bytes [p * bytes, (p + 1) * bytes) of the root's send; in place
 // when recv == send + root * bytes on the root.
-Status direct_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root,
+Task direct_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root,
                       Scratch& scratch);
 // rooted.cpp. recv_bytes[p] bytes at recv + recv_offsets[p] = rank p's piece for this rank;
 // send_bytes[p] bytes at send + send_offsets[p] go to rank p (the arrays have size() entries;
 // this rank's own piece is copied, send_bytes[rank] == recv_bytes[rank]).
-Status direct_all_to_all(p2p::Peers& peers, const std::byte* send, const std::size_t* send_bytes,
+Task direct_all_to_all(p2p::Peers& peers, const std::byte* send, const std::size_t* send_bytes,
                          const std::size_t* send_offsets, std::byte* recv, const std::size_t* recv_bytes,
                          const std::size_t* recv_offsets);
 

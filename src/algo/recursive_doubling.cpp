@@ -23,8 +23,8 @@ constexpr std::uint32_t kUnfoldTag = 64;
 
 }  // namespace
 
-Status recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
-                                    DataType dtype, ReduceOp op, Scratch& scratch) {
+Task recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count,
+                                  DataType dtype, ReduceOp op, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const DataType acc_type = p2p::acc_type_of(dtype);
   const std::size_t acc_bytes = count * block::acc_size(acc_type);
@@ -41,12 +41,12 @@ Status recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* r
   if (r < 2 * extra && r % 2 == 0) {
     peers.send(r + 1, kFoldTag, acc, acc_bytes);
     peers.recv(r + 1, kUnfoldTag, recv, count * dtype_size(dtype));
-    return peers.wait();
+    co_return co_await peers.wait();
   }
   if (r < 2 * extra) {
     // acc = op(rank r-1's values, ours): the lower rank on the left.
     peers.recv(r - 1, kFoldTag, theirs, acc_bytes);
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     block::acc_reduce(acc_type, op, acc, theirs, count);
     std::swap(acc, theirs);
   }
@@ -56,7 +56,7 @@ Status recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* r
     const std::uint32_t partner = vr ^ mask;
     peers.send(real(partner), kStepTag + step, acc, acc_bytes);
     peers.recv(real(partner), kStepTag + step, theirs, acc_bytes);
-    if (Status s = peers.wait(); !s.ok()) return s;
+    if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     if (partner > vr) {
       block::acc_reduce(acc_type, op, theirs, acc, count);  // acc = op(ours, theirs)
     } else {
@@ -67,9 +67,9 @@ Status recursive_doubling_allreduce(p2p::Peers& peers, const void* send, void* r
   block::acc_store(dtype, op, acc, count, n, recv);
   if (r < 2 * extra) {
     peers.send(r - 1, kUnfoldTag, recv, count * dtype_size(dtype));
-    return peers.wait();
+    co_return co_await peers.wait();
   }
-  return Status();
+  co_return Status();
 }
 
 }  // namespace sparcoll::algo

@@ -24,26 +24,26 @@ constexpr std::uint32_t kArgsTag = 1;
 constexpr std::uint32_t kDataTag = 2;
 constexpr std::uint32_t kCommitTag = 3;
 
-// A non-root rank's end: post the root's commit, wait for everything posted.
-Status await_commit(p2p::Peers& peers, std::uint32_t root) {
+// A non-root rank's end: post the root's commit, await everything posted.
+Task await_commit(p2p::Peers& peers, std::uint32_t root) {
   peers.recv(root, kCommitTag, nullptr, 0);
-  return peers.wait();
+  co_return co_await peers.wait();
 }
 
-Status send_commits(p2p::Peers& peers, std::uint32_t root) {
+Task send_commits(p2p::Peers& peers, std::uint32_t root) {
   for (std::uint32_t p = 0; p < peers.size(); ++p)
     if (p != root) peers.send(p, kCommitTag, nullptr, 0);
-  return peers.wait();
+  co_return co_await peers.wait();
 }
 
 }  // namespace
 
-Status direct_gather(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root) {
+Task direct_gather(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   if (r != root) {
     peers.send(root, kDataTag, send, bytes);
     peers.recv(root, kGoTag, nullptr, 0);
-    return await_commit(peers, root);
+    co_return co_await await_commit(peers, root);
   }
   auto* out = static_cast<std::byte*>(recv);
   if (bytes != 0 && out + std::size_t{r} * bytes != send) std::memmove(out + std::size_t{r} * bytes, send, bytes);
@@ -52,18 +52,18 @@ Status direct_gather(p2p::Peers& peers, const void* send, void* recv, std::size_
     peers.recv(p, kDataTag, out + std::size_t{p} * bytes, bytes);  // another size: a mismatch naming p
     peers.send(p, kGoTag, nullptr, 0);
   }
-  if (Status s = peers.wait(); !s.ok()) return s;
-  return send_commits(peers, root);
+  if (Status s = co_await peers.wait(); !s.ok()) co_return s;
+  co_return co_await send_commits(peers, root);
 }
 
-Status direct_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root,
-                      Scratch& scratch) {
+Task direct_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t bytes, std::uint32_t root,
+                    Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::uint64_t mine = bytes;
   if (r != root) {
     peers.send(root, kArgsTag, &mine, sizeof mine);
     peers.recv(root, kDataTag, recv, bytes);
-    return await_commit(peers, root);
+    co_return co_await await_commit(peers, root);
   }
   const auto* in = static_cast<const std::byte*>(send);
   scratch.words.assign(n, 0);
@@ -72,20 +72,21 @@ Status direct_scatter(p2p::Peers& peers, const void* send, void* recv, std::size
     peers.recv(p, kArgsTag, &scratch.words[p], sizeof(std::uint64_t));
     peers.send(p, kDataTag, in + std::size_t{p} * bytes, bytes);
   }
-  if (Status s = peers.wait(); !s.ok()) return s;
+  if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   for (std::uint32_t p = 0; p < n; ++p)
     if (p != root && scratch.words[p] != mine)
-      return Status(ErrorCode::mismatch, peers.what() + ": rank " + std::to_string(p) + " receives " +
-                                             std::to_string(scratch.words[p]) + " bytes, the root sends " +
-                                             std::to_string(mine) + " to each rank (the counts differ across ranks)");
+      co_return Status(ErrorCode::mismatch, peers.what() + ": rank " + std::to_string(p) + " receives " +
+                                                std::to_string(scratch.words[p]) + " bytes, the root sends " +
+                                                std::to_string(mine) +
+                                                " to each rank (the counts differ across ranks)");
   if (bytes != 0 && static_cast<std::byte*>(recv) != in + std::size_t{r} * bytes)
     std::memmove(recv, in + std::size_t{r} * bytes, bytes);
-  return send_commits(peers, root);
+  co_return co_await send_commits(peers, root);
 }
 
-Status direct_all_to_all(p2p::Peers& peers, const std::byte* send, const std::size_t* send_bytes,
-                         const std::size_t* send_offsets, std::byte* recv, const std::size_t* recv_bytes,
-                         const std::size_t* recv_offsets) {
+Task direct_all_to_all(p2p::Peers& peers, const std::byte* send, const std::size_t* send_bytes,
+                       const std::size_t* send_offsets, std::byte* recv, const std::size_t* recv_bytes,
+                       const std::size_t* recv_offsets) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   if (recv_bytes[r] != 0) std::memmove(recv + recv_offsets[r], send + send_offsets[r], recv_bytes[r]);
   // Rank r sends to r+1, r+2, ... first: at each moment the ranks send to different peers.
@@ -94,7 +95,7 @@ Status direct_all_to_all(p2p::Peers& peers, const std::byte* send, const std::si
     peers.recv(from, kDataTag, recv + recv_offsets[from], recv_bytes[from]);  // another size: a mismatch
     peers.send(to, kDataTag, send + send_offsets[to], send_bytes[to]);
   }
-  return peers.wait();
+  co_return co_await peers.wait();
 }
 
 }  // namespace sparcoll::algo

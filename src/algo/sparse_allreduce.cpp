@@ -7,33 +7,37 @@ namespace sparcoll::algo {
 
 namespace {
 
-Status run(p2p::Peers& peers, Algorithm algo, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
-           const SparseOutput& out, Scratch& scratch) {
+Task run(p2p::Peers& peers, Algorithm algo, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+         const SparseOutput& out, Scratch& scratch) {
   switch (algo) {
     case Algorithm::ssar_recursive_doubling:
-      return ssar_recursive_doubling(peers, local, dim, dtype, op, out, scratch);
-    case Algorithm::ssar_split_allgather: return ssar_split_allgather(peers, local, dim, dtype, op, out, scratch);
-    case Algorithm::dsar_split_allgather: return dsar_split_allgather(peers, local, dim, dtype, op, out, scratch);
+      co_return co_await ssar_recursive_doubling(peers, local, dim, dtype, op, out, scratch);
+    case Algorithm::ssar_split_allgather:
+      co_return co_await ssar_split_allgather(peers, local, dim, dtype, op, out, scratch);
+    case Algorithm::dsar_split_allgather:
+      co_return co_await dsar_split_allgather(peers, local, dim, dtype, op, out, scratch);
     default: break;
   }
-  return Status(ErrorCode::unsupported, peers.what() + ": " + std::string(algorithm_name(algo)) +
-                                            " is not a sparse allreduce algorithm");
+  co_return Status(ErrorCode::unsupported, peers.what() + ": " + std::string(algorithm_name(algo)) +
+                                               " is not a sparse allreduce algorithm");
 }
 
 }  // namespace
 
-Status sparse_allreduce_dense(p2p::Peers& peers, Algorithm algo, const void* send, void* recv, std::size_t count,
-                              DataType dtype, ReduceOp op, Scratch& scratch) {
+Task sparse_allreduce_dense(p2p::Peers& peers, Algorithm algo, const void* send, void* recv, std::size_t count,
+                            DataType dtype, ReduceOp op, Scratch& scratch) {
   SparseVector& local = scratch.sparse.local;
   dense_to_sparse(send, 0, count, dtype, &local, &scratch.sparse.bits);
-  return run(peers, algo, local, count, dtype, op, SparseOutput{recv, nullptr}, scratch);
+  const SparseOutput out{recv, nullptr};  // a named local, not a temporary held across the await
+  co_return co_await run(peers, algo, local, count, dtype, op, out, scratch);
 }
 
-Status sparse_allreduce(p2p::Peers& peers, Algorithm algo, SparseVector& entries, std::size_t dim, DataType dtype,
-                        ReduceOp op, SparseResult* result, Scratch& scratch) {
+Task sparse_allreduce(p2p::Peers& peers, Algorithm algo, SparseVector& entries, std::size_t dim, DataType dtype,
+                      ReduceOp op, SparseResult* result, Scratch& scratch) {
   result->dim = dim;
   result->dtype = dtype;
-  return run(peers, algo, entries, dim, dtype, op, SparseOutput{nullptr, result}, scratch);
+  const SparseOutput out{nullptr, result};
+  co_return co_await run(peers, algo, entries, dim, dtype, op, out, scratch);
 }
 
 }  // namespace sparcoll::algo

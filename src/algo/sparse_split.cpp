@@ -18,7 +18,7 @@ Status bad_message(const p2p::Peers& peers, std::uint32_t from, const char* step
 }
 }  // namespace
 
-Status exchange(p2p::Peers& peers, const SparseVector& local, std::size_t dim, DataType acc_type, SparseScratch& s) {
+Task exchange(p2p::Peers& peers, const SparseVector& local, std::size_t dim, DataType acc_type, SparseScratch& s) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   s.in.resize(n);
   s.out.resize(n);
@@ -39,19 +39,19 @@ Status exchange(p2p::Peers& peers, const SparseVector& local, std::size_t dim, D
   const std::size_t b = chunk_begin(dim, n, r), e = chunk_begin(dim, n, r + 1);
   for (std::uint32_t j = 0; j < n; ++j)
     if (j != r) peers.recv_any(j, kTagSplit, &s.in[j], max_encoded_bytes(e - b, 4));
-  if (Status st = peers.wait(); !st.ok()) return st;
+  if (Status st = co_await peers.wait(); !st.ok()) co_return st;
   for (std::uint32_t j = 0; j < n; ++j) {
     if (j == r) continue;
     SparseMessage m;
     bool differs = false;
     if (std::string p = decode(s.in[j].data(), s.in[j].size(), b, e, acc_type, &m, &differs); !p.empty())
-      return bad_message(peers, j, "(split)", p, differs);
+      co_return bad_message(peers, j, "(split)", p, differs);
     s.pieces[j] = SparseSpan{m.idx, m.values, m.count};
   }
-  return Status();
+  co_return Status();
 }
 
-Status gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOutput& out, SparseScratch& s) {
+Task gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOutput& out, SparseScratch& s) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const std::size_t esize = dtype_size(dtype);
   s.in.resize(n);
@@ -61,7 +61,7 @@ Status gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOu
     const std::size_t len = chunk_begin(dim, n, j + 1) - chunk_begin(dim, n, j);
     peers.recv_any(j, kTagGather, &s.in[j], max_encoded_bytes(len, esize));
   }
-  if (Status st = peers.wait(); !st.ok()) return st;
+  if (Status st = co_await peers.wait(); !st.ok()) co_return st;
   s.messages.resize(n);
   bool dense = false;
   std::size_t total = 0;
@@ -70,7 +70,7 @@ Status gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOu
     bool differs = false;
     const std::string p = decode(bytes.data(), bytes.size(), chunk_begin(dim, n, j), chunk_begin(dim, n, j + 1), dtype,
                                  &s.messages[j], &differs);
-    if (!p.empty()) return bad_message(peers, j, "(allgather)", p, differs);
+    if (!p.empty()) co_return bad_message(peers, j, "(allgather)", p, differs);
     dense = dense || s.messages[j].dense;
     total += s.messages[j].count;
   }
@@ -79,7 +79,7 @@ Status gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOu
     // whose count differs).
     if (out.dense != nullptr)
       for (const SparseMessage& m : s.messages) write_dense(m, dtype, out.dense);
-    return Status();
+    co_return Status();
   }
   SparseResult& res = *out.result;
   res.dense = dense;
@@ -88,7 +88,7 @@ Status gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOu
     res.indices.clear();
     res.values.resize(dim * esize);
     for (const SparseMessage& m : s.messages) write_dense(m, dtype, res.values.data());
-    return Status();
+    co_return Status();
   }
   res.indices.resize(total);
   res.values.resize(total * esize);
@@ -98,7 +98,7 @@ Status gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOu
     if (m.count) std::memcpy(res.values.data() + at * esize, m.values, m.count * esize);
     at += m.count;
   }
-  return Status();
+  co_return Status();
 }
 
 }  // namespace sparcoll::algo::split

@@ -7,16 +7,17 @@
 #pragma once
 
 #include "algo/p2p_algorithms.hpp"
+#include "common/task.hpp"
 
 namespace sparcoll::algo::split {
 
 // Fills s.pieces[k] with rank k's entries of this rank's range, k in rank order (this rank's
 // own is a slice of `local`, the others views into s.in). Accumulator values.
-Status exchange(p2p::Peers& peers, const SparseVector& local, std::size_t dim, DataType acc_type, SparseScratch& s);
+Task exchange(p2p::Peers& peers, const SparseVector& local, std::size_t dim, DataType acc_type, SparseScratch& s);
 
 // Sends s.mine (this rank's finished range, final dtype values, sparse or dense) to every rank,
 // receives theirs and writes all ranges, in order, to `out`.
-Status gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOutput& out, SparseScratch& s);
+Task gather(p2p::Peers& peers, std::size_t dim, DataType dtype, const SparseOutput& out, SparseScratch& s);
 
 }  // namespace sparcoll::algo::split
 

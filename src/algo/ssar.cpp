@@ -24,8 +24,8 @@ namespace {
 constexpr std::uint32_t kTagFold = 0, kTagRound = 1, kTagUnfold = 64;
 }  // namespace
 
-Status ssar_recursive_doubling(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype,
-                               ReduceOp op, const SparseOutput& out, Scratch& scratch) {
+Task ssar_recursive_doubling(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype,
+                             ReduceOp op, const SparseOutput& out, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const DataType acc_type = p2p::acc_type_of(dtype);
   SparseScratch& s = scratch.sparse;
@@ -52,17 +52,17 @@ Status ssar_recursive_doubling(p2p::Peers& peers, SparseVector& local, std::size
     encode_sparse_acc(span_of(*cur), 0, dim, acc_type, &s.mine);
     peers.send(r + 1, kTagFold, s.mine.data(), s.mine.size());
     peers.recv_any(r + 1, kTagUnfold, &received, max_bytes);
-    if (Status st = peers.wait(); !st.ok()) return st;
+    if (Status st = co_await peers.wait(); !st.ok()) co_return st;
     SparseSpan result;
-    if (Status st = receive(r + 1, "(unfold)", &result); !st.ok()) return st;
+    if (Status st = receive(r + 1, "(unfold)", &result); !st.ok()) co_return st;
     store_sparse_result(result, dim, dtype, op, n, out, scratch);
-    return Status();
+    co_return Status();
   }
   if (r < 2 * rem) {
     peers.recv_any(r - 1, kTagFold, &received, max_bytes);
-    if (Status st = peers.wait(); !st.ok()) return st;
+    if (Status st = co_await peers.wait(); !st.ok()) co_return st;
     SparseSpan theirs;
-    if (Status st = receive(r - 1, "(fold)", &theirs); !st.ok()) return st;
+    if (Status st = receive(r - 1, "(fold)", &theirs); !st.ok()) co_return st;
     merge(theirs, span_of(*cur), acc_type, op, spare);  // the lower rank on the left
     std::swap(cur, spare);
   }
@@ -74,9 +74,9 @@ Status ssar_recursive_doubling(p2p::Peers& peers, SparseVector& local, std::size
     encode_sparse_acc(span_of(*cur), 0, dim, acc_type, &s.mine);
     peers.send(partner, kTagRound + round, s.mine.data(), s.mine.size());
     peers.recv_any(partner, kTagRound + round, &received, max_bytes);
-    if (Status st = peers.wait(); !st.ok()) return st;
+    if (Status st = co_await peers.wait(); !st.ok()) co_return st;
     SparseSpan theirs;
-    if (Status st = receive(partner, "(round)", &theirs); !st.ok()) return st;
+    if (Status st = receive(partner, "(round)", &theirs); !st.ok()) co_return st;
     if ((me & d) == 0)
       merge(span_of(*cur), theirs, acc_type, op, spare);
     else
@@ -86,18 +86,18 @@ Status ssar_recursive_doubling(p2p::Peers& peers, SparseVector& local, std::size
   if (r < 2 * rem) {
     encode_sparse_acc(span_of(*cur), 0, dim, acc_type, &s.mine);
     peers.send(r - 1, kTagUnfold, s.mine.data(), s.mine.size());
-    if (Status st = peers.wait(); !st.ok()) return st;
+    if (Status st = co_await peers.wait(); !st.ok()) co_return st;
   }
   store_sparse_result(span_of(*cur), dim, dtype, op, n, out, scratch);
-  return Status();
+  co_return Status();
 }
 
-Status ssar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
-                            const SparseOutput& out, Scratch& scratch) {
+Task ssar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t dim, DataType dtype, ReduceOp op,
+                          const SparseOutput& out, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const DataType acc_type = p2p::acc_type_of(dtype);
   SparseScratch& s = scratch.sparse;
-  if (Status st = split::exchange(peers, local, dim, acc_type, s); !st.ok()) return st;
+  if (Status st = co_await split::exchange(peers, local, dim, acc_type, s); !st.ok()) co_return st;
   // Merge the pieces of this rank's range in rank order.
   SparseSpan acc = s.pieces[0];
   SparseVector* dst = &s.a;
@@ -108,7 +108,7 @@ Status ssar_split_allgather(p2p::Peers& peers, SparseVector& local, std::size_t 
     std::swap(dst, other);
   }
   encode_sparse_final(acc, chunk_begin(dim, n, r), chunk_begin(dim, n, r + 1), dtype, op, n, &s.mine);
-  return split::gather(peers, dim, dtype, out, s);
+  co_return co_await split::gather(peers, dim, dtype, out, s);
 }
 
 }  // namespace sparcoll::algo

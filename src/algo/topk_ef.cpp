@@ -75,9 +75,9 @@ Status encode(const CompressedCall& call, const float* v, std::size_t m, std::ui
 
 }  // namespace
 
-Status agree_call(p2p::Peers& peers, std::uint32_t tag, CompressedCall& call, CompressScratch& s) {
+Task agree_call(p2p::Peers& peers, std::uint32_t tag, CompressedCall& call, CompressScratch& s) {
   const std::uint32_t P = peers.size(), me = peers.rank();
-  if (P == 1) return Status();
+  if (P == 1) co_return Status();
   constexpr std::size_t W = 7;
   const std::uint64_t mine[W] = {call.n, call.k, static_cast<std::uint64_t>(call.c.algo),
                                  static_cast<std::uint64_t>(call.c.values), call.c.tau, call.c.tau_prime,
@@ -91,14 +91,15 @@ Status agree_call(p2p::Peers& peers, std::uint32_t tag, CompressedCall& call, Co
     peers.recv(p, tag, s.counts.data() + std::size_t{p} * W, sizeof mine);
   }
   call.control_words += std::uint64_t{P - 1} * W * 2;
-  if (Status st = peers.wait(); !st.ok()) return st;
+  if (Status st = co_await peers.wait(); !st.ok()) co_return st;
   for (std::uint32_t p = 0; p < P; ++p)
     for (std::size_t w = 0; w < W; ++w)
       if (s.counts[p * W + w] != mine[w])
-        return Status(ErrorCode::mismatch, "compressed allreduce: " + std::string(kNames[w]) + " is " +
-                                               std::to_string(s.counts[p * W + w]) + " on rank " + std::to_string(p) +
-                                               " and " + std::to_string(mine[w]) + " on rank " + std::to_string(me));
-  return Status();
+        co_return Status(ErrorCode::mismatch, "compressed allreduce: " + std::string(kNames[w]) + " is " +
+                                                  std::to_string(s.counts[p * W + w]) + " on rank " +
+                                                  std::to_string(p) + " and " + std::to_string(mine[w]) +
+                                                  " on rank " + std::to_string(me));
+  co_return Status();
 }
 
 void post_all_to_all(p2p::Peers& peers, std::uint32_t tag, const void* data, std::size_t bytes,
@@ -114,25 +115,27 @@ void post_all_to_all(p2p::Peers& peers, std::uint32_t tag, const void* data, std
 namespace {
 
 // topk_dense: the top-k scattered into a zero tensor, which a dense allreduce sums.
-Status topk_dense_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch,
-                            const std::uint32_t* idx, const float* val) {
+Task topk_dense_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch,
+                          const std::uint32_t* idx, const float* val) {
   CompressedTensor& t = *call.tensor;
   const std::size_t n = call.n, k = call.k;
   s.values.resize(n);
   std::fill(s.values.begin(), s.values.end(), 0.0f);
   for (std::size_t i = 0; i < k; ++i) s.values[idx[i]] = val[i];
   if (call.c.error_feedback) {
-    if (Status st = t.residual.keep_unsent(t.id, idx, k); !st.ok()) return st;
+    if (Status st = t.residual.keep_unsent(t.id, idx, k); !st.ok()) co_return st;
   } else {
     t.residual.clear(t.id);
   }
   // grad is consumed (acc is the residual buffer, values is scratch): out may alias grad.
-  Status st = call.c.dense_algo == Algorithm::butterfly
-                  ? butterfly_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch)
-                  : ring_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch);
+  Status st;
+  if (call.c.dense_algo == Algorithm::butterfly)
+    st = co_await butterfly_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch);
+  else
+    st = co_await ring_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch);
   call.payload_words = peers.bytes_sent() / 4;  // the dense algorithm's traffic, headers included
   ++t.calls;
-  return st;
+  co_return st;
 }
 
 // Error feedback: acc keeps acc - decode(own message) at the sent entries (the same decode the
@@ -193,30 +196,31 @@ Status merge_in_rank_order(p2p::Peers& peers, CompressedCall& call, CompressScra
 
 }  // namespace
 
-Status topk_ef_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch) {
+Task topk_ef_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratch& s, Scratch& dense_scratch) {
   CompressedTensor& t = *call.tensor;
   const std::uint32_t P = peers.size(), me = peers.rank();
   const std::size_t n = call.n, k = call.k;
   const bool sparse = call.c.algo != CompressionAlgo::none;
-  if (Status st = agree_call(peers, 1000, call, s); !st.ok()) return st;
+  if (Status st = co_await agree_call(peers, 1000, call, s); !st.ok()) co_return st;
 
   float* acc = nullptr;
-  if (Status st = t.residual.accumulate(t.id, call.grad, n, &acc); !st.ok()) return st;
+  if (Status st = t.residual.accumulate(t.id, call.grad, n, &acc); !st.ok()) co_return st;
   const std::uint32_t* idx = nullptr;
   const float* val = acc;  // algo none: every value, in order
   if (sparse) {
     t.sel_idx.resize(k);
     t.sel_val.resize(k);
-    if (Status st = compress::exact_topk(acc, n, k, t.sel_idx.data(), t.sel_val.data(), s.topk); !st.ok()) return st;
+    if (Status st = compress::exact_topk(acc, n, k, t.sel_idx.data(), t.sel_val.data(), s.topk); !st.ok()) co_return st;
     idx = t.sel_idx.data();
     val = t.sel_val.data();
   }
-  if (call.c.algo == CompressionAlgo::topk_dense) return topk_dense_allreduce(peers, call, s, dense_scratch, idx, val);
+  if (call.c.algo == CompressionAlgo::topk_dense)
+    co_return co_await topk_dense_allreduce(peers, call, s, dense_scratch, idx, val);
   const std::size_t m = sparse ? k : n;
 
   // This rank's message: [m u32 indices (sparse only)][m encoded values].
   std::size_t vbytes = 0;
-  if (Status st = value_bytes(call, m, &vbytes); !st.ok()) return st;
+  if (Status st = value_bytes(call, m, &vbytes); !st.ok()) co_return st;
   const std::size_t ibytes = sparse ? m * 4 : 0, bytes = ibytes + vbytes;
   s.tx.resize(bytes);
   if (sparse) std::memcpy(s.tx.data(), idx, ibytes);
@@ -224,18 +228,18 @@ Status topk_ef_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScratc
   // across ranks and calls.
   const std::uint64_t seed =
       compress::splitmix64(call.seed ^ compress::splitmix64(t.id ^ compress::splitmix64(t.calls * 65536 + me)));
-  if (Status st = encode(call, val, m, seed, s.tx.data() + ibytes, vbytes); !st.ok()) return st;
+  if (Status st = encode(call, val, m, seed, s.tx.data() + ibytes, vbytes); !st.ok()) co_return st;
   call.payload_words = std::uint64_t{P - 1} * ((bytes + 3) / 4);
   if (P > 1) post_all_to_all(peers, 0, s.tx.data(), bytes, s.rx_a, bytes);
 
   // While the messages travel: the residual (out may alias grad, but accumulate read grad).
-  if (Status st = keep_what_was_not_sent(call, s, acc, idx, m, ibytes, vbytes); !st.ok()) return st;
+  if (Status st = keep_what_was_not_sent(call, s, acc, idx, m, ibytes, vbytes); !st.ok()) co_return st;
   if (P > 1)
-    if (Status st = peers.wait(); !st.ok()) return st;
+    if (Status st = co_await peers.wait(); !st.ok()) co_return st;
   if (!call.c.error_feedback) t.residual.clear(t.id);
-  if (Status st = merge_in_rank_order(peers, call, s, sparse, m, ibytes, vbytes); !st.ok()) return st;
+  if (Status st = merge_in_rank_order(peers, call, s, sparse, m, ibytes, vbytes); !st.ok()) co_return st;
   ++t.calls;
-  return Status();
+  co_return Status();
 }
 
 }  // namespace sparcoll::algo

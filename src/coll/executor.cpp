@@ -11,6 +11,7 @@
 #include "block/reduce.hpp"
 #include "common/failure_scope.hpp"
 #include "common/log.hpp"
+#include "p2p/drive.hpp"
 #include "block_sparse/engine.hpp"
 #include "block_sparse/limits.hpp"
 
@@ -189,7 +190,8 @@ Status Executor::run_one(CollOp& op) {
     return Status(ErrorCode::broken, "an earlier failure broke this communicator: " + engine_->broken_status().to_string());
   Status status;
   try {
-    status = execute(op);
+    Task task = execute(op);
+    status = p2p::drive(peers_, task);
   } catch (const std::bad_alloc&) {
     // The algorithm's buffers for this count: a local failure, told to every peer (below)
     // like a bad argument, not a crash of this thread nor a wait for the deadline.
@@ -240,7 +242,7 @@ void Executor::complete(CollOp& op, const Status& status) {
   request->done.notify_all();
 }
 
-Status Executor::execute(CollOp& op) {
+Task Executor::execute(CollOp& op) {
   const char* kind = "allreduce";
   switch (op.kind) {
     case CollKind::allreduce: kind = "allreduce"; break;
@@ -255,7 +257,7 @@ Status Executor::execute(CollOp& op) {
     case CollKind::scatter: kind = "scatter"; break;
     case CollKind::all_to_all: kind = "all_to_all"; break;
     case CollKind::send:
-    case CollKind::recv: return Status(ErrorCode::internal, "send and recv go to the mailbox, not execute()");
+    case CollKind::recv: co_return Status(ErrorCode::internal, "send and recv go to the mailbox, not execute()");
   }
   // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
   const std::string algo = op.kind == CollKind::broadcast                                ? "binomial tree"
@@ -282,80 +284,84 @@ Status Executor::execute(CollOp& op) {
       reduces ? static_cast<std::uint8_t>(op.op) : 0);
   peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + algo + ")", op.deadline, signature,
                rooted ? op.root : 0);
-  if (!op.invalid.empty()) return Status(op.invalid_code, op.invalid);
+  if (!op.invalid.empty()) co_return Status(op.invalid_code, op.invalid);
   const std::size_t esize = dtype_size(op.dtype);
   // A count of 0 still runs the algorithm (empty messages): a rank that skipped it would leave
   // peers whose count differs waiting until their deadline instead of failing with `mismatch`.
   switch (op.kind) {
     case CollKind::allreduce:
-      if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg(op.algo, op.send, op.recv, op.count);
-      return allreduce(op.algo, op.send, op.recv, op.count, op.dtype, op.op);
+      if (op.dtype == DataType::i32 && op.op == ReduceOp::avg)
+        co_return co_await exact_i32_avg(op.algo, op.send, op.recv, op.count);
+      co_return co_await allreduce(op.algo, op.send, op.recv, op.count, op.dtype, op.op);
     case CollKind::broadcast:
-      return algo::tree_broadcast(peers_, op.recv, op.count * esize, op.root);
+      co_return co_await algo::tree_broadcast(peers_, op.recv, op.count * esize, op.root);
     case CollKind::reduce:
-      if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg_reduce(op);
-      return algo::ring_reduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, op.root, scratch_);
+      if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) co_return co_await exact_i32_avg_reduce(op);
+      co_return co_await algo::ring_reduce(peers_, op.send, op.recv, op.count, op.dtype, op.op, op.root, scratch_);
     case CollKind::gather:
-      return algo::direct_gather(peers_, op.send, op.recv, op.count * esize, op.root);
+      co_return co_await algo::direct_gather(peers_, op.send, op.recv, op.count * esize, op.root);
     case CollKind::scatter:
-      return algo::direct_scatter(peers_, op.send, op.recv, op.count * esize, op.root, scratch_);
+      co_return co_await algo::direct_scatter(peers_, op.send, op.recv, op.count * esize, op.root, scratch_);
     case CollKind::allgather:
-      return algo::ring_allgather(peers_, op.send, op.recv, op.count * esize);
+      co_return co_await algo::ring_allgather(peers_, op.send, op.recv, op.count * esize);
     case CollKind::reduce_scatter:
-      return algo::ring_reduce_scatter(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
+      co_return co_await algo::ring_reduce_scatter(peers_, op.send, op.recv, op.count, op.dtype, op.op, scratch_);
     case CollKind::sparse_allreduce:
-      return algo::sparse_allreduce(peers_, op.algo, op.sparse.entries, op.sparse.dim, op.dtype, op.op, op.sparse.result,
-                                    scratch_);
+      co_return co_await algo::sparse_allreduce(peers_, op.algo, op.sparse.entries, op.sparse.dim, op.dtype, op.op,
+                                                op.sparse.result, scratch_);
     case CollKind::hybrid_allreduce:
-      return hybrid_allreduce(op, kept_table);
+      co_return co_await hybrid_allreduce(op, kept_table);
     case CollKind::all_to_all:
-      return algo::direct_all_to_all(peers_, static_cast<const std::byte*>(op.send), op.send_bytes.data(),
-                                     op.send_offsets.data(), static_cast<std::byte*>(op.recv), op.recv_bytes.data(),
-                                     op.recv_offsets.data());
+      co_return co_await algo::direct_all_to_all(peers_, static_cast<const std::byte*>(op.send), op.send_bytes.data(),
+                                                 op.send_offsets.data(), static_cast<std::byte*>(op.recv),
+                                                 op.recv_bytes.data(), op.recv_offsets.data());
     case CollKind::send:
     case CollKind::recv:
       break;  // never here: the kind switch above returned
     case CollKind::compressed_allreduce:
-      if (op.compressed.c.algo == CompressionAlgo::oktopk) return algo::oktopk_allreduce(peers_, op.compressed, compress_scratch_);
-      return algo::topk_ef_allreduce(peers_, op.compressed, compress_scratch_, scratch_);
+      if (op.compressed.c.algo == CompressionAlgo::oktopk)
+        co_return co_await algo::oktopk_allreduce(peers_, op.compressed, compress_scratch_);
+      co_return co_await algo::topk_ef_allreduce(peers_, op.compressed, compress_scratch_, scratch_);
   }
   // Only a CollKind value outside the enum gets here (every kind returns above).
-  return Status(ErrorCode::internal, "collective kind " + std::to_string(static_cast<int>(op.kind)) + " is unknown");
+  co_return Status(ErrorCode::internal, "collective kind " + std::to_string(static_cast<int>(op.kind)) + " is unknown");
 }
 
-Status Executor::allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+Task Executor::allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
   switch (algo) {
-    case Algorithm::ring: return algo::ring_allreduce(peers_, send, recv, count, dtype, op, scratch_);
-    case Algorithm::butterfly: return algo::butterfly_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::ring: co_return co_await algo::ring_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::butterfly:
+      co_return co_await algo::butterfly_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::recursive_doubling:
-      return algo::recursive_doubling_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+      co_return co_await algo::recursive_doubling_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::block_recursive_doubling:
-      return algo::block_recursive_doubling_allreduce(peers_, send, recv, count, dtype, op, options_.block_elems,
-                                                      scratch_);
+      co_return co_await algo::block_recursive_doubling_allreduce(peers_, send, recv, count, dtype, op,
+                                                                  options_.block_elems, scratch_);
     case Algorithm::direct:
       if (peers_.size() > 1 && !peers_.reads_peer_memory())
-        return Status(ErrorCode::unsupported, peers_.what() +
-                                                  ": the direct algorithm reads peers' memory in place, which only the "
-                                                  "shm transport does (and not with SPARCOLL_SHM_PEER_READS=off)");
-      return algo::direct_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+        co_return Status(ErrorCode::unsupported,
+                         peers_.what() +
+                             ": the direct algorithm reads peers' memory in place, which only the "
+                             "shm transport does (and not with SPARCOLL_SHM_PEER_READS=off)");
+      co_return co_await algo::direct_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::ssar_recursive_doubling:
     case Algorithm::ssar_split_allgather:
     case Algorithm::dsar_split_allgather:
-      return algo::sparse_allreduce_dense(peers_, algo, send, recv, count, dtype, op, scratch_);
+      co_return co_await algo::sparse_allreduce_dense(peers_, algo, send, recv, count, dtype, op, scratch_);
     default: break;
   }
-  return Status(ErrorCode::unsupported,
-                "allreduce algorithm " + std::string(algorithm_name(algo)) + " does not run on the collective thread");
+  co_return Status(ErrorCode::unsupported,
+                   "allreduce algorithm " + std::string(algorithm_name(algo)) + " does not run on the collective thread");
 }
 
 // The algorithms' messages carry 32-bit partial sums, which an i32 average overflows
 // (avg(INT32_MAX, INT32_MAX) was -1): they sum the values' 16-bit halves instead, each sum
 // exact below 32768 ranks, and the average is taken from those in 64 bits. Twice the data, for
 // an op that is rare on integers; zeros stay zeros, so the sparse algorithms keep their sparsity.
-Status Executor::exact_i32_avg(Algorithm algo, const void* send, void* recv, std::size_t count) {
+Task Executor::exact_i32_avg(Algorithm algo, const void* send, void* recv, std::size_t count) {
   if (peers_.size() >= 32768)
-    return Status(ErrorCode::unsupported, peers_.what() + ": i32 avg is exact below 32768 ranks, this job has " +
-                                              std::to_string(peers_.size()));
+    co_return Status(ErrorCode::unsupported, peers_.what() + ": i32 avg is exact below 32768 ranks, this job has " +
+                                                 std::to_string(peers_.size()));
   halves_.resize(2 * count);
   std::int32_t* hi = halves_.data();
   std::int32_t* lo = hi + count;
@@ -364,24 +370,24 @@ Status Executor::exact_i32_avg(Algorithm algo, const void* send, void* recv, std
   const bool sparse = algo != Algorithm::ring && algo != Algorithm::butterfly && algo != Algorithm::direct &&
                       algo != Algorithm::recursive_doubling;
   if (sparse && 2 * count > (std::uint64_t{1} << 32)) algo = Algorithm::ring;
-  Status s = allreduce(algo, hi, hi, 2 * count, DataType::i32, ReduceOp::sum);
+  Status s = co_await allreduce(algo, hi, hi, 2 * count, DataType::i32, ReduceOp::sum);
   if (s.ok()) block::i32_avg_from_halves(hi, lo, count, peers_.size(), static_cast<std::int32_t*>(recv));
-  return s;
+  co_return s;
 }
 
 // reduce's i32 avg: the same halves, summed to the root only.
-Status Executor::exact_i32_avg_reduce(const CollOp& op) {
+Task Executor::exact_i32_avg_reduce(const CollOp& op) {
   if (peers_.size() >= 32768)
-    return Status(ErrorCode::unsupported, peers_.what() + ": i32 avg is exact below 32768 ranks, this job has " +
-                                              std::to_string(peers_.size()));
+    co_return Status(ErrorCode::unsupported, peers_.what() + ": i32 avg is exact below 32768 ranks, this job has " +
+                                                 std::to_string(peers_.size()));
   halves_.resize(2 * op.count);
   std::int32_t* hi = halves_.data();
   std::int32_t* lo = hi + op.count;
   block::i32_split_halves(static_cast<const std::int32_t*>(op.send), op.count, hi, lo);
-  Status s = algo::ring_reduce(peers_, hi, hi, 2 * op.count, DataType::i32, ReduceOp::sum, op.root, scratch_);
+  Status s = co_await algo::ring_reduce(peers_, hi, hi, 2 * op.count, DataType::i32, ReduceOp::sum, op.root, scratch_);
   if (s.ok() && peers_.rank() == op.root)
     block::i32_avg_from_halves(hi, lo, op.count, peers_.size(), static_cast<std::int32_t*>(op.recv));
-  return s;
+  co_return s;
 }
 
 }  // namespace sparcoll::coll

@@ -16,6 +16,7 @@
 #include "coll/coll_op.hpp"
 #include "p2p/peers.hpp"
 #include "common/spsc_queue.hpp"
+#include "common/task.hpp"
 #include "sparcoll/options.hpp"
 #include "transport/published_counters.hpp"
 
@@ -74,21 +75,22 @@ class Executor {
     return peers_owner_.compare_exchange_strong(free, who, std::memory_order_acquire);
   }
   void release_peers() noexcept { peers_owner_.store(kNobody, std::memory_order_release); }
-  Status execute(CollOp& op);
-  Status allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
-  Status exact_i32_avg(Algorithm algo, const void* send, void* recv, std::size_t count);
-  Status exact_i32_avg_reduce(const CollOp& op);
+  // The op as a coroutine over peers_ (common/task.hpp), which run_one drives (p2p/drive.hpp).
+  Task execute(CollOp& op);
+  Task allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op);
+  Task exact_i32_avg(Algorithm algo, const void* send, void* recv, std::size_t count);
+  Task exact_i32_avg_reduce(const CollOp& op);
   // hybrid_allreduce.cpp: the stripes' plan, the block-sparse half handed to the engine, the
   // dense half run here.
-  Status hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table);
+  Task hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table);
   const std::uint32_t* kept_stripe_table(const CollOp& op);
-  Status exchange_stripe_counts(CollOp& op);
+  Task exchange_stripe_counts(CollOp& op);
   void remember_table(const CollOp& op, bool exchanged);
-  Status hybrid_whole_tensor(CollOp& op);
+  Task hybrid_whole_tensor(CollOp& op);
   std::shared_ptr<detail::RequestState> hand_over_sparse_stripes(CollOp& op);
-  Status run_dense_stripes(const CollOp& op);
-  Status wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status);
-  Status dense_part(const CollOp& op, std::size_t begin, std::size_t end);
+  Task run_dense_stripes(const CollOp& op);
+  Task wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status);
+  Task dense_part(const CollOp& op, std::size_t begin, std::size_t end);
   // The reserved op slot of a hybrid allreduce whose block-sparse half never went to the engine
   // (all stripes dense, invalid arguments, a broken communicator) is given back.
   void release_unused_sparse_part(CollOp& op);

@@ -18,7 +18,6 @@
 
 #include "algo/hybrid_plan.hpp"
 #include "block/bitmap.hpp"
-#include "common/futex.hpp"
 #include "coll/executor.hpp"
 #include "block_sparse/engine.hpp"
 #include "block_sparse/op_scan.hpp"
@@ -50,28 +49,29 @@ void Executor::release_unused_sparse_part(CollOp& op) {
 // ranks, and it was already faster at 100 MiB on the host direct was chosen on (22 against 27
 // ms). A choice measured at setup would change the summation order, and so the result's bits,
 // from one run to the next.
-Status Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end) {
+Task Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end) {
   const std::size_t esize = dtype_size(op.dtype);
   const auto* send = static_cast<const std::byte*>(op.send) + begin * esize;
   auto* recv = static_cast<std::byte*>(op.recv) + begin * esize;
   const Algorithm algo = Algorithm::ring;
-  if (op.dtype == DataType::i32 && op.op == ReduceOp::avg) return exact_i32_avg(algo, send, recv, end - begin);
-  return allreduce(algo, send, recv, end - begin, op.dtype, op.op);
+  if (op.dtype == DataType::i32 && op.op == ReduceOp::avg)
+    co_return co_await exact_i32_avg(algo, send, recv, end - begin);
+  co_return co_await allreduce(algo, send, recv, end - begin, op.dtype, op.op);
 }
 
-Status Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
+Task Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
   // 1. Every rank's counts (or this shape's kept table), then the plan.
   const bool exchanged = kept_table == nullptr;
   hybrid_stats_.densities_exchanged = exchanged;
   if (exchanged) {
-    if (Status s = exchange_stripe_counts(op); !s.ok()) return s;
+    if (Status s = co_await exchange_stripe_counts(op); !s.ok()) co_return s;
   } else {
     stripe_table_.assign(kept_table, kept_table + std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
   }
   Status status;
   engine_counted_ = false;
   if (op.hybrid.whole_tensor) {
-    status = hybrid_whole_tensor(op);
+    status = co_await hybrid_whole_tensor(op);
   } else {
     block_sparse::OpState& part = *op.hybrid.sparse_part;
     const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
@@ -83,11 +83,11 @@ Status Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
     part.dense_stripes = dense_plan_;
     // 2. The sparse stripes to the engine; 3. the dense ones here, meanwhile; 4. the sparse half's end.
     const std::shared_ptr<detail::RequestState> sparse_done = hand_over_sparse_stripes(op);
-    status = run_dense_stripes(op);
-    if (sparse_done) status = wait_for_sparse_stripes(*sparse_done, status);
+    status = co_await run_dense_stripes(op);
+    if (sparse_done) status = co_await wait_for_sparse_stripes(*sparse_done, status);
   }
   if (status.ok()) remember_table(op, exchanged);
-  return status;  // a failure makes every shape exchange again (run_one)
+  co_return status;  // a failure makes every shape exchange again (run_one)
 }
 
 // The shape's kept table when its last results say the data has not moved, else null: exchange
@@ -131,7 +131,7 @@ void Executor::remember_table(const CollOp& op, bool exchanged) {
 // This rank's sampled non-zero blocks per stripe, sent to every peer, and theirs received: the
 // table every rank plans from. Sampled here rather than by the calling thread: a call that plans
 // from a kept table needs no sample (1 MiB of a 16 MiB tensor, read block by block, took 55-85 us).
-Status Executor::exchange_stripe_counts(CollOp& op) {
+Task Executor::exchange_stripe_counts(CollOp& op) {
   HybridArgs& h = op.hybrid;
   const std::uint32_t n = peers_.size(), r = peers_.rank();
   const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
@@ -145,12 +145,12 @@ Status Executor::exchange_stripe_counts(CollOp& op) {
     peers_.send(p, kCountsTag, h.stripe_counts.data(), stripes * 4);
     peers_.recv(p, kCountsTag, stripe_table_.data() + std::size_t{p} * stripes, stripes * 4);
   }
-  return peers_.wait();
+  co_return co_await peers_.wait();
 }
 
 // Too small for stripes and lanes: the whole tensor by block recursive doubling or the dense
 // algorithm below stripes, whichever the exchanged counts favour.
-Status Executor::hybrid_whole_tensor(CollOp& op) {
+Task Executor::hybrid_whole_tensor(CollOp& op) {
   const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();  // before the slot is given back
   release_unused_sparse_part(op);
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
@@ -159,12 +159,15 @@ Status Executor::hybrid_whole_tensor(CollOp& op) {
                              ? Algorithm::block_recursive_doubling
                              : algo::dense_algorithm_below_stripes(peers_.size());
   peers_.set_tag_base(kRunTagStride);
-  const Status s = op.dtype == DataType::i32 && op.op == ReduceOp::avg
-                       ? exact_i32_avg(algo, op.send, op.recv, op.count)
-                       : allreduce(algo, op.send, op.recv, op.count, op.dtype, op.op);
+  // No co_await inside a conditional expression: GCC 12 destroys the temporaries of both arms.
+  Status s;
+  if (op.dtype == DataType::i32 && op.op == ReduceOp::avg)
+    s = co_await exact_i32_avg(algo, op.send, op.recv, op.count);
+  else
+    s = co_await allreduce(algo, op.send, op.recv, op.count, op.dtype, op.op);
   peers_.set_tag_base(0);
   hybrid_stats_.dense_elements += algo == Algorithm::block_recursive_doubling ? 0 : op.count;
-  return s;
+  co_return s;
 }
 
 // The sparse stripes scanned (each run of them in one call: the scan splits it over TBB's
@@ -207,7 +210,7 @@ std::shared_ptr<detail::RequestState> Executor::hand_over_sparse_stripes(CollOp&
 }
 
 // Each run of adjacent dense stripes through the dense path.
-Status Executor::run_dense_stripes(const CollOp& op) {
+Task Executor::run_dense_stripes(const CollOp& op) {
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
   const std::size_t elems_per_stripe = std::size_t{op.hybrid.stripe_blocks} * options_.block_elems;
   Status status;
@@ -221,28 +224,26 @@ Status Executor::run_dense_stripes(const CollOp& op) {
     while (e < stripes && is_dense(dense_plan_, e)) ++e;
     const std::size_t begin = s * elems_per_stripe, end = std::min<std::size_t>(e * elems_per_stripe, op.count);
     peers_.set_tag_base(kRunTagStride * ++run);
-    status = dense_part(op, begin, end);
+    status = co_await dense_part(op, begin, end);
     hybrid_stats_.dense_elements += end - begin;
     s = e;
   }
   peers_.set_tag_base(0);
-  return status;
+  co_return status;
 }
 
-// The block-sparse half touches the caller's buffers until it completes: wait for it, and
-// meanwhile keep serving the channel (a packet transport's peers need our acknowledgements).
-// Sleep between polls rather than yield: on oversubscribed cores a yielding thread still takes
-// the progress threads' time; the engine's completion wakes this one at once.
-Status Executor::wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status) {
-  while (sparse_done.done.load(std::memory_order_acquire) == 0) {
-    if (!peers_.poll_idle()) futex_wait_for(&sparse_done.done, 0, 20'000);
-  }
+// The block-sparse half touches the caller's buffers until it completes: await it. Meanwhile
+// the driver keeps serving the channel (a packet transport's peers need our acknowledgements),
+// and sleeps between polls rather than yield (Peers::back_off): on oversubscribed cores a
+// yielding thread still takes the progress threads' time; the engine's completion wakes it.
+Task Executor::wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status) {
+  co_await peers_.wait_for(sparse_done.done);
   if (status.ok()) status = sparse_done.status;
   hybrid_stats_.bytes_sent += sparse_done.stats.bytes_sent;
   hybrid_stats_.bytes_received += sparse_done.stats.bytes_received;
   hybrid_stats_.blocks_sent += sparse_done.stats.blocks_sent;
   hybrid_stats_.blocks_received += sparse_done.stats.blocks_received;
-  return status;
+  co_return status;
 }
 
 }  // namespace sparcoll::coll

@@ -8,13 +8,14 @@
 #include <thread>
 
 #include "common/failure_scope.hpp"
+#include "common/futex.hpp"
 #include "block/reduce.hpp"
 
 namespace sparcoll::p2p {
 
 namespace {
 constexpr int kPollBatch = 32;
-// Empty polls before a wait starts yielding its core (wait(), below).
+// Empty polls before a waiting step starts yielding its core (back_off(), below).
 constexpr std::uint32_t kSpinRoundsBeforeYield = 64;
 }  // namespace
 
@@ -419,60 +420,111 @@ bool Peers::progress_sends() {
   return moved;
 }
 
-Status Peers::wait() {
-  transport::ReceivedMessage msgs[kPollBatch];
-  std::uint32_t idle = 0;
-  for (;;) {
-    if (failed_) break;
-    bool moved = progress_sends();
-    if (mailbox_.busy()) moved = mailbox_.progress(*channel_) || moved;
-    bool sends_done = true;
-    for (const PendingSend& s : sends_) sends_done = sends_done && s.started && s.offset == s.bytes;
-    // Queued is not sent: a driver may hold data (tcp's send queue) until poll() pushes it out,
-    // and nobody polls this channel between collectives.
-    if (sends_done && !sends_.empty()) sends_done = channel_->flushed();
-    bool recvs_done = true;
-    for (const PostedRecv& r : recvs_) recvs_done = recvs_done && r.done;
-    if (sends_done && recvs_done) break;
-    if (failed_) break;
-    const int n = channel_->poll(msgs, kPollBatch);
-    if (n < 0) {
-      fail(Status(ErrorCode::peer_failure, what_ + ": " + channel_->error().message()));
-      mailbox_.fail_all(Status(ErrorCode::peer_failure, channel_->error().message()));
-      break;
-    }
-    // Every message of the batch is handled, even after one failed the collective: the rest may
-    // be a faster peer's fragments of the next collective (stashed now, or lost for good, and
-    // that collective would wait for them until its deadline) or its abort.
-    for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
-    moved = moved || n > 0;
-    if (moved) {
-      idle = 0;
-      continue;
-    }
-    ++idle;
-    if ((idle & 255) == 0 && mailbox_.busy()) mailbox_.expire(Clock::now());
-    if ((idle & 255) == 0 && Clock::now() > deadline_) {
-      fail(Status(ErrorCode::timeout, what_ + ": deadline passed (SPARCOLL_DEADLINE_MS): " + waiting_for()));
-      break;
-    }
-    // Back off: with more busy threads than cores, spinning starves the peer we wait for. Even
-    // with a core per rank the scheduler can put both ranks' threads on one core for a while
-    // (after setup, while the other core runs something else): spinning 4096 rounds before each
-    // yield then cost every exchange a scheduler tick, and 1 fresh 2-rank job in 6 ran its
-    // first 20-40 ms of 4 KiB allreduces at 90-240 us instead of 1.5-2. A yield with nothing
-    // else runnable costs well under a microsecond, so it comes after 64 empty rounds.
-    if (yield_ || idle > kSpinRoundsBeforeYield) {
-      if (idle > 65536)
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      else
-        sched_yield();
-    }
+bool Peers::step_complete() {
+  if (failed_) return true;
+  for (const PendingSend& s : sends_)
+    if (!s.started || s.offset != s.bytes) return false;
+  // Queued is not sent: a driver may hold data (tcp's send queue) until poll() pushes it out,
+  // and nobody polls this channel between collectives.
+  if (!sends_.empty() && !channel_->flushed()) return false;
+  for (const PostedRecv& r : recvs_)
+    if (!r.done) return false;
+  return true;
+}
+
+bool Peers::StepWait::await_ready() {
+  // The step's sends start now; one that needs nothing more (no receive, the bytes gone)
+  // continues without suspending.
+  if (!peers.failed_) {
+    (void)peers.progress_sends();
+    if (peers.mailbox_.busy()) (void)peers.mailbox_.progress(*peers.channel_);
   }
-  if (failed_) return failure_;
-  sends_.clear();
-  recvs_.clear();
+  return peers.step_complete();
+}
+
+void Peers::StepWait::await_suspend(std::coroutine_handle<> waiter) noexcept {
+  peers.waiter_ = waiter;
+  peers.awaiting_ = Awaiting::step;
+  peers.idle_ = 0;
+}
+
+Status Peers::StepWait::await_resume() {
+  peers.awaiting_ = Awaiting::nothing;
+  if (peers.failed_) return peers.failure_;
+  peers.sends_.clear();
+  peers.recvs_.clear();
   return Status();
+}
+
+void Peers::FlagWait::await_suspend(std::coroutine_handle<> waiter) noexcept {
+  peers.waiter_ = waiter;
+  peers.awaiting_ = Awaiting::flag;
+  peers.flag_ = &flag;
+}
+
+bool Peers::ready() {
+  switch (awaiting_) {
+    case Awaiting::step: return step_complete();
+    case Awaiting::flag: return flag_->load(std::memory_order_acquire) != 0;
+    case Awaiting::nothing: break;
+  }
+  return false;
+}
+
+void Peers::resume() {
+  const std::coroutine_handle<> waiter = std::exchange(waiter_, nullptr);
+  awaiting_ = Awaiting::nothing;
+  waiter.resume();
+}
+
+bool Peers::progress() {
+  if (awaiting_ != Awaiting::step) return poll_idle();
+  if (failed_) return true;
+  bool moved = progress_sends();
+  if (mailbox_.busy()) moved = mailbox_.progress(*channel_) || moved;
+  if (step_complete()) return true;
+  transport::ReceivedMessage msgs[kPollBatch];
+  const int n = channel_->poll(msgs, kPollBatch);
+  if (n < 0) {
+    fail(Status(ErrorCode::peer_failure, what_ + ": " + channel_->error().message()));
+    mailbox_.fail_all(Status(ErrorCode::peer_failure, channel_->error().message()));
+    return true;
+  }
+  // Every message of the batch is handled, even after one failed the collective: the rest may
+  // be a faster peer's fragments of the next collective (stashed now, or lost for good, and
+  // that collective would wait for them until its deadline) or its abort.
+  for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
+  if (moved || n > 0) {
+    idle_ = 0;
+    return true;
+  }
+  ++idle_;
+  if ((idle_ & 255) == 0 && mailbox_.busy()) mailbox_.expire(Clock::now());
+  if ((idle_ & 255) == 0 && Clock::now() > deadline_) {
+    fail(Status(ErrorCode::timeout, what_ + ": deadline passed (SPARCOLL_DEADLINE_MS): " + waiting_for()));
+    return true;
+  }
+  return false;
+}
+
+void Peers::back_off() {
+  if (awaiting_ == Awaiting::flag) {
+    // The block-sparse half completes the flag and wakes its futex.
+    futex_wait_for(const_cast<std::atomic<std::uint32_t>*>(flag_), 0, 20'000);
+    return;
+  }
+  // With more busy threads than cores, spinning starves the peer we wait for. Even with a core
+  // per rank the scheduler can put both ranks' threads on one core for a while (after setup,
+  // while the other core runs something else): spinning 4096 rounds before each yield then
+  // cost every exchange a scheduler tick, and 1 fresh 2-rank job in 6 ran its first 20-40 ms of
+  // 4 KiB allreduces at 90-240 us instead of 1.5-2. A yield with nothing else runnable costs
+  // well under a microsecond, so it comes after 64 empty rounds.
+  if (yield_ || idle_ > kSpinRoundsBeforeYield) {
+    if (idle_ > 65536)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else
+      sched_yield();
+  }
 }
 
 std::string Peers::waiting_for() const {

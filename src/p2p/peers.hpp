@@ -3,11 +3,12 @@
 //
 // It runs on the collective thread, which owns the driver's last channel (the "collective
 // channel"; the block-sparse progress threads own the others), so nothing here is shared or locked. An
-// algorithm posts the sends and receives of a step and then waits for all of them:
+// algorithm, a coroutine (common/task.hpp), posts the sends and receives of a step and then
+// awaits all of them; whoever drives it (p2p/drive.hpp) polls the channel meanwhile:
 //
 //   peers.send(right, tag, chunk, bytes);
 //   peers.recv_reduce(left, tag, acc, n, DataType::f32, op);
-//   if (Status s = peers.wait(); !s.ok()) return s;
+//   if (Status s = co_await peers.wait(); !s.ok()) co_return s;
 //
 // Messages are split into fragments of one transport message each; a fragment is copied (or
 // reduced) straight into the posted destination. A fragment that arrives before its receive is
@@ -18,7 +19,9 @@
 // names the peer, the collective and the step.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <coroutine>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -54,7 +57,7 @@ class Peers {
   // messages meeting: each algorithm numbers its tags from 0.
   void set_tag_base(std::uint32_t base) noexcept { tag_base_ = base; }
 
-  // --- posting (non-blocking; buffers stay valid until wait() returns) ------------------------
+  // --- posting (non-blocking; buffers stay valid until the awaited wait() ends) --------------
   void send(std::uint32_t peer, std::uint32_t tag, const void* data, std::size_t bytes);
   // Receives exactly `bytes`; another size is a mismatch error.
   void recv(std::uint32_t peer, std::uint32_t tag, void* dst, std::size_t bytes);
@@ -70,8 +73,39 @@ class Peers {
   // receive before its message can arrive (the broadcast tree).
   void expect_only_posted();
 
-  // Progresses until every posted send has left and every posted receive is complete.
-  Status wait();
+  // Awaited by an algorithm (common/task.hpp) after posting a step's sends and receives: the
+  // algorithm resumes once every posted send has left and every posted receive is complete,
+  // with the step's Status (a failure names the peer, the collective and the step).
+  struct StepWait {
+    Peers& peers;
+    bool await_ready();
+    void await_suspend(std::coroutine_handle<> waiter) noexcept;
+    Status await_resume();
+  };
+  StepWait wait() { return StepWait{*this}; }
+  // Awaited by the hybrid allreduce: resumes once `flag` is non-zero (its block-sparse half is
+  // complete; whoever sets it wakes its futex). The channel is served meanwhile, as between
+  // collectives.
+  struct FlagWait {
+    Peers& peers;
+    const std::atomic<std::uint32_t>& flag;
+    bool await_ready() const noexcept { return flag.load(std::memory_order_acquire) != 0; }
+    void await_suspend(std::coroutine_handle<> waiter) noexcept;
+    void await_resume() const noexcept {}
+  };
+  FlagWait wait_for(const std::atomic<std::uint32_t>& flag) { return FlagWait{*this, flag}; }
+
+  // --- driving a suspended collective (p2p/drive.hpp) -----------------------------------------
+  // Whether what the suspended collective awaits has happened: resume() it.
+  bool ready();
+  void resume();
+  // One pass over the channel for what it awaits: sends, the mailbox, one poll; a step's
+  // deadline. True when something moved (or the step ended).
+  bool progress();
+  // After a pass in which nothing moved: yields the core (more threads than cores) or naps,
+  // the longer the wait.
+  void back_off();
+
   // Whether the transport reads peers' memory in place (the direct algorithm), and the read:
   // `bytes` at `remote` in `peer`'s address space into `local`; errors name the collective.
   bool reads_peer_memory() const noexcept { return channel_ != nullptr && channel_->reads_peer_memory(); }
@@ -134,6 +168,14 @@ class Peers {
 
   void post(PostedRecv r);
   bool progress_sends();
+  // Every posted send has left and every posted receive is complete, or the collective failed.
+  bool step_complete();
+  // What the suspended collective awaits (StepWait, FlagWait), and how long it waited.
+  enum class Awaiting : std::uint8_t { nothing, step, flag };
+  Awaiting awaiting_ = Awaiting::nothing;
+  std::coroutine_handle<> waiter_;
+  const std::atomic<std::uint32_t>* flag_ = nullptr;
+  std::uint32_t idle_ = 0;  // passes in a row in which nothing moved
   // Handles one received fragment; false when it failed the collective.
   bool on_message(const transport::ReceivedMessage& msg);
   bool on_abort(std::uint32_t from, const PeerMessage& m);

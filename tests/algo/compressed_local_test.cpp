@@ -9,9 +9,13 @@
 #include <gtest/gtest.h>
 
 #include "algo/compressed.hpp"
+#include "p2p/drive.hpp"
 
 namespace sparcoll::algo {
 namespace {
+
+// Runs a collective (a Task) to its end on this thread.
+Status run(p2p::Peers& peers, Task task) { return p2p::drive(peers, task); }
 
 std::vector<float> random_grad(std::size_t n, int seed) {
   std::mt19937 rng(seed);
@@ -64,7 +68,7 @@ TEST(CompressedLocal, OkTopkOneRankSelectsAtMostKAndKeepsTheRest) {
     for (std::size_t i = 0; i < n; ++i) acc[i] += g[i];
     std::vector<float> out(n);
     CompressedCall call = r.call(g, out, c, k);
-    ASSERT_TRUE(oktopk_allreduce(r.peers, call, r.scratch).ok());
+    ASSERT_TRUE(run(r.peers, oktopk_allreduce(r.peers, call, r.scratch)).ok());
     EXPECT_EQ(call.payload_words, 0u);
     const std::vector<float> res = r.residual();
     std::size_t survivors = 0;
@@ -97,7 +101,7 @@ TEST(CompressedLocal, TopkAllgatherOneRankSendsExactlyTheTopKAndAveragesByOne) {
   const std::vector<float> g = random_grad(n, 3);
   std::vector<float> out(n);
   CompressedCall call = r.call(g, out, c, k);
-  ASSERT_TRUE(topk_ef_allreduce(r.peers, call, r.scratch, r.dense).ok());
+  ASSERT_TRUE(run(r.peers, topk_ef_allreduce(r.peers, call, r.scratch, r.dense)).ok());
   std::vector<float> mags(n);
   for (std::size_t i = 0; i < n; ++i) mags[i] = std::fabs(g[i]);
   std::nth_element(mags.begin(), mags.begin() + (k - 1), mags.end(), std::greater<float>());
@@ -129,7 +133,7 @@ TEST(CompressedLocal, QuantizedValuesLeaveTheRoundingErrorInTheResidual) {
     const std::vector<float> g = random_grad(n, 5);
     std::vector<float> out(n);
     CompressedCall call = r.call(g, out, c, n);
-    ASSERT_TRUE(topk_ef_allreduce(r.peers, call, r.scratch, r.dense).ok());
+    ASSERT_TRUE(run(r.peers, topk_ef_allreduce(r.peers, call, r.scratch, r.dense)).ok());
     const std::vector<float> res = r.residual();
     for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(res[i], g[i] - out[i]) << i;
   }

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "p2p/drive.hpp"
 #include "p2p/peers.hpp"
 
 namespace {
@@ -67,6 +68,13 @@ class PairChannel final : public transport::Channel {
   Status error_;
 };
 
+// The posted step of `peers`, awaited and driven to its end here.
+sparcoll::Task await_step(Peers& peers) { co_return co_await peers.wait(); }
+Status run_step(Peers& peers) {
+  sparcoll::Task step = await_step(peers);
+  return sparcoll::p2p::drive(peers, step);
+}
+
 std::vector<std::byte> pattern(std::size_t bytes, unsigned seed) {
   std::vector<std::byte> v(bytes);
   for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
@@ -82,14 +90,14 @@ class PeersStash : public ::testing::Test {
     const std::vector<std::byte> sent = pattern(bytes, seq);
     rank1_.begin(seq, "test collective", deadline, 0x8000);
     rank1_.send(0, 0, sent.data(), sent.size());
-    ASSERT_TRUE(rank1_.wait().ok());
+    ASSERT_TRUE(run_step(rank1_).ok());
     while (rank0_.poll_idle()) {
     }
     stashed_ = rank0_.stash_bytes();
     rank0_.begin(seq, "test collective", deadline, 0x8000);
     std::vector<std::byte> got(bytes);
     rank0_.recv(1, 0, got.data(), got.size());
-    const Status s = rank0_.wait();
+    const Status s = run_step(rank0_);
     ASSERT_TRUE(s.ok()) << s.to_string();
     EXPECT_EQ(got, sent);
   }
