@@ -2,17 +2,7 @@
 #include "block_sparse/engine.hpp"
 
 #include <algorithm>
-
-#include <linux/futex.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <pthread.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <ctime>
+#include <thread>
 
 #include "common/failure_scope.hpp"
 #include "common/log.hpp"
@@ -63,53 +53,32 @@ ProgressThread::ProgressThread(Engine& engine, std::uint32_t index, transport::C
       aggregator_(aggregator_config(engine.config(), index, this), outbox_),
       worker_(worker_config(engine.config(), index), outbox_),
       submissions_(op_slot_count(engine.config().options.max_inflight)),
-      handovers_(op_slot_count(engine.config().options.max_inflight)) {
+      handovers_(op_slot_count(engine.config().options.max_inflight)),
+      loop_(*this, engine.config().options.idle_spin_us, engine.config().yield_when_waiting,
+            engine.config().options.poll_mode == "event") {
   active_.reserve(op_slot_count(engine.config().options.max_inflight));
   releasing_.reserve(op_slot_count(engine.config().options.max_inflight));
-  if (engine.config().options.poll_mode == "event" && channel_ != nullptr && channel_->wait_fd() >= 0) {
-    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    event_mode_ = wake_fd_ >= 0;
-  }
+  next_deadline_check_ = Clock::now();
 }
 
-ProgressThread::~ProgressThread() {
-  stop();
-  if (wake_fd_ >= 0) close(wake_fd_);
-}
+ProgressThread::~ProgressThread() { stop(); }
 
 void ProgressThread::start() {
-  thread_ = std::thread([this] { run(); });
   const auto& cores = engine_.config().options.pin_cores;
-  if (index_ < cores.size()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cores[index_], &set);
-    if (pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set) != 0)
-      SC_LOG_WARN("could not pin progress thread %u to core %d; it runs unpinned", index_, cores[index_]);
-  }
+  const int core = index_ < cores.size() ? cores[index_] : -1;
+  if (!loop_.start(core)) SC_LOG_WARN("could not pin progress thread %u to core %d; it runs unpinned", index_, core);
 }
 
-void ProgressThread::stop() {
-  if (!thread_.joinable()) return;
-  stop_.store(true, std::memory_order_release);
-  wake_.fetch_add(1, std::memory_order_release);
-  futex_wake(&wake_);
-  if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
-  thread_.join();
-}
+void ProgressThread::stop() { loop_.stop(); }
 
 void ProgressThread::submit(OpState* op) {
   while (!submissions_.push(op)) std::this_thread::yield();  // cannot stay full: one entry per op slot
-  wake_.fetch_add(1, std::memory_order_release);
-  futex_wake(&wake_);
-  if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
+  loop_.notify();
 }
 
 void ProgressThread::hand_over(OpState* op) {
   while (!handovers_.push(op)) std::this_thread::yield();  // one entry per op slot, like submit
-  wake_.fetch_add(1, std::memory_order_release);
-  futex_wake(&wake_);
-  if (wake_fd_ >= 0) (void)eventfd_write(wake_fd_, 1);
+  loop_.notify();
 }
 
 OpState* ProgressThread::find_local_op(void* thread, std::uint32_t op_id) {
@@ -122,83 +91,27 @@ OpState* ProgressThread::find_op(std::uint32_t op_id) {
   return nullptr;
 }
 
-void ProgressThread::run() {
-  // Starts as if already idle: the spin window opens at the first idle round after activity
-  // (idle_rounds == 1), so until the first activity the progress thread sleeps instead of spinning. A
-  // job's first collectives are often small ones that never reach the progress threads (they run in the
-  // calling thread), and two progress threads spinning after setup on 2 cores made those 3-10x slower.
-  std::uint32_t idle_rounds = 1;
-  next_deadline_check_ = Clock::now();
-  while (!stop_.load(std::memory_order_acquire)) {
-    if (step()) {
-      idle_rounds = 0;
-      armed_ = false;
-      continue;
-    }
-    ++idle_rounds;
-    if (event_mode_ && idle_rounds > 64) {
-      event_wait();
-      continue;
-    }
-    const bool outstanding = !active_.empty() || worker_.has_pending_sends() || aggregator_.has_pending_sends();
-    idle_wait(idle_rounds, outstanding);
-  }
+// While an op runs (or its sends wait for room) the loop spins and yields; with nothing in
+// flight it spins for SPARCOLL_IDLE_SPIN_US after the last activity, because the next op usually
+// follows at once and a remote rank may already be sending its first windows, then naps
+// (runtime/idle_policy.hpp).
+runtime::Idle ProgressThread::idle() {
+  const bool outstanding = !active_.empty() || worker_.has_pending_sends() || aggregator_.has_pending_sends();
+  return runtime::Idle{outstanding ? runtime::Waiting::op_in_flight : runtime::Waiting::nothing, nullptr};
 }
 
-// Back-off when nothing arrived. While an op runs: spin (yield each round when threads
-// outnumber cores). With nothing in flight: keep spinning/yielding for kIdleSpin after the last
-// activity, because the next op usually follows at once and a remote rank may already be
-// sending its first windows; then sleep in short futex waits that a local submission cuts
-// short. The sleep is short because a remote op cannot wake us.
-// Event mode: once nothing happened for a while, arm the channel, poll once more (the loop does
-// that), and if that poll was empty too, sleep on the channel's descriptor and the submission
-// eventfd. Queued sends keep the thread polling: their progress (and rdma credits, which arrive
-// as writes without completions) raises no event. The sleep is bounded for deadline checks.
-void ProgressThread::event_wait() {
-  const bool sends_waiting = worker_.has_pending_sends() || aggregator_.has_pending_sends() || !releasing_.empty() ||
-                             !loopback_.empty() || !channel_->flushed();
-  if (sends_waiting) {
-    sched_yield();
-    return;
-  }
-  if (!armed_) {
-    channel_->arm();
-    armed_ = true;
-    return;
-  }
-  struct pollfd fds[2] = {{channel_->wait_fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-  (void)::poll(fds, 2, 5);
-  eventfd_t drained;
-  if (fds[1].revents & POLLIN) (void)eventfd_read(wake_fd_, &drained);
-  armed_ = false;
-  rounds_ |= 255;  // the next step reads the clock: deadlines are checked after every sleep
+int ProgressThread::event_fd() const { return channel_ != nullptr ? channel_->wait_fd() : -1; }
+
+// Queued sends keep the thread polling: their progress (and rdma credits, which arrive as
+// writes without completions) raises no event.
+bool ProgressThread::must_poll() {
+  return worker_.has_pending_sends() || aggregator_.has_pending_sends() || !releasing_.empty() ||
+         !loopback_.empty() || !channel_->flushed();
 }
 
-void ProgressThread::idle_wait(std::uint32_t idle_rounds, bool work_outstanding) {
-  const auto kIdleSpin = std::chrono::microseconds(engine_.config().options.idle_spin_us);
-  if (work_outstanding) {
-    if (engine_.config().yield_when_waiting || idle_rounds > 4096) sched_yield();
-    return;
-  }
-  if (idle_rounds == 1) {
-    idle_since_ = Clock::now();
-    spinning_ = true;
-  }
-  if (spinning_) {
-    // The clock is read every 64th round; once the window is over, every round sleeps (it
-    // used to spin 63 rounds between sleeps: an idle communicator burned 20% of a core per
-    // rank on 2 cores, time a training step's compute lost).
-    if ((idle_rounds & 63) != 0 || Clock::now() - idle_since_ < kIdleSpin) {
-      if (engine_.config().yield_when_waiting || idle_rounds > 256) sched_yield();
-      return;
-    }
-    spinning_ = false;
-  }
-  // Short naps, since a remote op cannot wake us; after a second of nothing (a long compute
-  // phase) longer ones: 20000 wake-ups a second cost an idle rank ~10% of a core.
-  const bool long_idle = Clock::now() - idle_since_ > std::chrono::seconds(1);
-  futex_wait_for(&wake_, wake_.load(std::memory_order_acquire), long_idle ? 500'000 : 50'000);
-}
+void ProgressThread::arm() { channel_->arm(); }
+
+void ProgressThread::slept() { rounds_ |= 255; }  // the next step reads the clock: deadlines after every sleep
 
 bool ProgressThread::step() {
   bool progressed = false;

@@ -1,7 +1,8 @@
 // The progress engine: one ProgressThread (progress thread) per SPARCOLL_THREADS, each owning one driver
 // channel, a loopback, the worker side of its lanes and the aggregator side of the lanes this
-// process aggregates. Shards run to completion (poll, dispatch, reduce, send) with no locks on
-// the data path; the calling thread hands them ops through SPSC queues.
+// process aggregates. Each is a handler of the progress runtime (runtime/progress_loop.hpp),
+// whose loop runs its rounds (poll, dispatch, reduce, send) with no locks on the data path; the
+// calling thread hands them ops through SPSC queues.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "block_sparse/outbox.hpp"
 #include "block_sparse/self_channel.hpp"
 #include "common/spsc_queue.hpp"
+#include "runtime/progress_loop.hpp"
 #include "sparcoll/options.hpp"
 #include "transport/driver.hpp"
 #include "transport/published_counters.hpp"
@@ -34,7 +36,7 @@ struct EngineConfig {
 
 class Engine;
 
-class ProgressThread {
+class ProgressThread final : public runtime::Handler {
  public:
   ProgressThread(Engine& engine, std::uint32_t index, transport::Channel* channel);
   ~ProgressThread();
@@ -53,14 +55,18 @@ class ProgressThread {
   static OpState* find_local_op(void* thread, std::uint32_t op_id);
 
  private:
-  void run();
-  bool step();
+  // runtime::Handler: one round, what an empty one waits for, event mode.
+  bool step() override;
+  runtime::Idle idle() override;
+  int event_fd() const override;
+  bool must_poll() override;
+  void arm() override;
+  void slept() override;
   void dispatch(const transport::ReceivedMessage& msg);
   void start_op(OpState* op);
   void maybe_finish(OpState* op);
   void fail_everything(const Status& reason);
   void check_deadlines(Clock::time_point now);
-  void idle_wait(std::uint32_t idle_rounds, bool work_outstanding);
   OpState* find_op(std::uint32_t op_id);
 
   Engine& engine_;
@@ -77,18 +83,8 @@ class ProgressThread {
   // complete once the channel says that memory is released.
   std::vector<OpState*> releasing_;
   void finish_released_ops();
-  std::atomic<bool> stop_{false};
-  std::atomic<std::uint32_t> wake_{0};
-  std::thread thread_;
   bool failed_ = false;           // this progress thread has seen the engine break
   Clock::time_point next_deadline_check_;
-  Clock::time_point idle_since_;
-  bool spinning_ = false;  // inside the SPARCOLL_IDLE_SPIN_US window after the last activity
-  // Event mode: sleep on the channel's descriptor when idle; a submission writes wake_fd_.
-  bool event_mode_ = false;
-  bool armed_ = false;
-  int wake_fd_ = -1;
-  void event_wait();
   std::uint64_t rounds_ = 0;
   // The channel's own counters, copied here by this progress thread (a channel is single-
   // threaded; add_counters() reads them from any thread).
@@ -96,6 +92,7 @@ class ProgressThread {
   transport::PublishedCounters channel_counters_;
   std::atomic<std::uint64_t> bytes_received_{0};
   std::atomic<std::uint64_t> messages_received_{0};
+  runtime::ProgressLoop loop_;  // last: its thread stops before the rest goes
 };
 
 class Engine {

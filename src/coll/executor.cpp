@@ -1,12 +1,7 @@
-#include "common/futex.hpp"
 #include "coll/executor.hpp"
 
-#include <linux/futex.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cstring>
+#include <thread>
 
 #include "block/reduce.hpp"
 #include "common/failure_scope.hpp"
@@ -17,26 +12,23 @@
 
 namespace sparcoll::coll {
 
-
 Executor::Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, const Options& options,
                    bool yield_when_waiting, block_sparse::Engine* engine)
     : peers_(channel, rank, size, yield_when_waiting),
       options_(options),
       engine_(engine),
       queue_(block_sparse::op_slot_count(options.max_inflight)),
-      plan_reuse_(options.hybrid_plan_reuse) {
+      plan_reuse_(options.hybrid_plan_reuse),
+      loop_(*this, options.idle_spin_us, yield_when_waiting, /*event_mode=*/false) {
   const std::uint32_t slots = block_sparse::op_slot_count(options.max_inflight);
   for (std::uint32_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<CollOp>());
   any_thread_ = channel != nullptr && channel->any_thread();
-  thread_ = std::thread([this] { run(); });
+  loop_.start();
 }
 
 Executor::~Executor() {
   drain();
-  stop_.store(true, std::memory_order_release);
-  wake_.fetch_add(1, std::memory_order_release);
-  futex_wake(&wake_);
-  thread_.join();
+  loop_.stop();
 }
 
 CollOp& Executor::next_slot() {
@@ -51,8 +43,7 @@ void Executor::submit(CollOp& op) {
   if (!is_p2p(op.kind)) ++next_seq_;
   op.busy.store(1, std::memory_order_relaxed);
   while (!queue_.push(&op)) std::this_thread::yield();  // cannot stay full: one entry per slot
-  wake_.fetch_add(1, std::memory_order_release);
-  futex_wake(&wake_);
+  loop_.notify();
 }
 
 void Executor::drain() {
@@ -90,70 +81,103 @@ void Executor::run_here(CollOp& op) {
   release_peers();
 }
 
-void Executor::run() {
-  // Idle "since long ago": no spinning before the first collective (see ProgressThread::run).
-  Clock::time_point idle_since{};
-  std::uint32_t ran_here_seen = 0;
-  for (;;) {
-    const std::uint32_t seen = wake_.load(std::memory_order_acquire);
+bool Executor::step() {
+  if (current_ == nullptr) {
     // While the calling thread runs collectives itself (run_here), it drives the channel: this
     // thread sleeps instead of spinning beside it (on 2 cores a spinning thread here cost the
-    // caller's collective 80 us), and a submission wakes it (`seen` was read before the queue).
+    // caller's collective 80 us), and a submission wakes it.
     const std::uint32_t ran_here = ran_here_.load(std::memory_order_acquire);
-    if ((ran_here != ran_here_seen || peers_owner_.load(std::memory_order_acquire) == kCallingThread) &&
-        queue_.empty()) {
-      ran_here_seen = ran_here;
-      futex_wait_for(&wake_, seen, 1'000'000);
-      continue;
+    caller_drives_ = (ran_here != ran_here_seen_ || peers_owner_.load(std::memory_order_acquire) == kCallingThread) &&
+                     queue_.empty();
+    if (caller_drives_) {
+      ran_here_seen_ = ran_here;
+      return false;
     }
-    if (!take_peers(kCollectiveThread)) continue;
-    CollOp* op = nullptr;
-    if (!queue_.pop(&op)) {
-      if (stop_.load(std::memory_order_acquire)) {
-        // Nobody will send what a pending recv waits for, nor take a pending send, any more.
-        peers_.mailbox().fail_all(Status(ErrorCode::broken, "the communicator was destroyed before it finished"));
-        release_peers();
-        return;
-      }
-      // Idle, the channel is still served: a packet transport's peers wait for this rank's
-      // acknowledgements of the last collective (they cannot finish it without them), and a
-      // faster peer's fragments of the next one are stashed. Like the progress threads: spin for 5 ms
-      // after the last activity (the next collective usually follows at once), then short
-      // sleeps that a submission cuts short, longer ones after a second of nothing.
-      const bool arrived = peers_.poll_idle();
-      // A pending send or recv keeps the channel served closely: its message may come (or its
-      // peer take the bytes) at any time, and nothing else will poll for it.
-      const bool p2p = peers_.mailbox().busy();
-      if (arrived || p2p) publish_p2p_traffic();
-      release_peers();
-      if (arrived) {
-        idle_since = Clock::now();
-        continue;
-      }
-      const auto idle = Clock::now() - idle_since;
-      // A pending recv's message usually follows within a round trip (a ping-pong, a pipeline
-      // stage): it spins 2 ms before napping whatever SPARCOLL_IDLE_SPIN_US says (a nap of
-      // 20 us costs a 70 us wake-up with the kernel's timer slack; torch's ping-pong took 270 us
-      // against gloo's 180).
-      const std::uint64_t spin_us = p2p ? std::max<std::uint64_t>(options_.idle_spin_us, 2000) : options_.idle_spin_us;
-      if (idle < std::chrono::microseconds(spin_us)) {
-        sched_yield();
-        continue;
-      }
-      futex_wait_for(&wake_, seen, p2p ? 20'000 : idle < std::chrono::seconds(1) ? 100'000 : 1'000'000);
-      continue;
+    if (!take_peers(kCollectiveThread)) {  // the calling thread took it since: it drives
+      caller_drives_ = true;
+      return false;
     }
-    if (is_p2p(op->kind)) {
-      post_p2p(*op);
-      release_peers();
-      idle_since = Clock::now();
-      continue;
-    }
-    const Status status = run_one(*op);
-    complete(*op, status);
-    release_peers();
-    idle_since = Clock::now();
   }
+  bool moved = true;
+  CollOp* op = nullptr;
+  if (current_ != nullptr) {
+    moved = step_collective();
+  } else if (queue_.pop(&op)) {
+    if (is_p2p(op->kind))
+      post_p2p(*op);
+    else
+      start_collective(*op);
+  } else {
+    // Idle, the channel is still served: a packet transport's peers wait for this rank's
+    // acknowledgements of the last collective (they cannot finish it without them), and a
+    // faster peer's fragments of the next one are stashed.
+    moved = peers_.poll_idle();
+    if (moved || peers_.mailbox().busy()) publish_p2p_traffic();
+  }
+  // The channel is the calling thread's to take only between collectives.
+  if (current_ == nullptr) release_peers();
+  return moved;
+}
+
+// A running collective waits for its peers (or for its block-sparse half); between collectives a
+// pending send or recv expects its peer soon (a ping-pong, a pipeline stage).
+runtime::Idle Executor::idle() {
+  if (current_ != nullptr) return peers_.idle();
+  if (caller_drives_) return runtime::Idle{runtime::Waiting::caller_drives, nullptr};
+  return runtime::Idle{peers_.mailbox().busy() ? runtime::Waiting::reply_expected : runtime::Waiting::nothing, nullptr};
+}
+
+void Executor::stopped() {
+  // Nobody will send what a pending recv waits for, nor take a pending send, any more.
+  while (!take_peers(kCollectiveThread)) std::this_thread::yield();
+  peers_.mailbox().fail_all(Status(ErrorCode::broken, "the communicator was destroyed before it finished"));
+  release_peers();
+}
+
+void Executor::start_collective(CollOp& op) {
+  current_ = &op;
+  if (engine_->broken()) {
+    finish_collective(Status(ErrorCode::broken,
+                             "an earlier failure broke this communicator: " + engine_->broken_status().to_string()));
+    return;
+  }
+  try {
+    task_.emplace(execute(op));
+  } catch (const std::bad_alloc&) {  // its first frame
+    finish_collective(handle_failure(op, out_of_memory(op)));
+    return;
+  }
+  task_->start();
+  if (task_->done()) finish_task();
+}
+
+// One round of the running collective: resume it if what it awaits has happened, else one pass
+// over the channel for it.
+bool Executor::step_collective() {
+  bool moved = true;
+  if (peers_.ready())
+    peers_.resume();
+  else
+    moved = peers_.progress();
+  if (task_->done()) finish_task();
+  return moved;
+}
+
+void Executor::finish_task() {
+  Status status;
+  try {
+    status = task_->result();
+  } catch (const std::bad_alloc&) {
+    status = out_of_memory(*current_);
+  }
+  task_.reset();
+  finish_collective(handle_failure(*current_, status));
+}
+
+void Executor::finish_collective(const Status& status) {
+  CollOp& op = *current_;
+  current_ = nullptr;
+  complete(op, status);
 }
 
 void Executor::post_p2p(CollOp& op) {
@@ -193,22 +217,29 @@ Status Executor::run_one(CollOp& op) {
     Task task = execute(op);
     status = p2p::drive(peers_, task);
   } catch (const std::bad_alloc&) {
-    // The algorithm's buffers for this count: a local failure, told to every peer (below)
-    // like a bad argument, not a crash of this thread nor a wait for the deadline.
-    status = Status(ErrorCode::no_resource, peers_.what() + ": rank " + std::to_string(peers_.rank()) +
-                                                " is out of memory for its buffers (count " + std::to_string(op.count) +
-                                                ")");
+    status = out_of_memory(op);
   }
-  if (!status.ok()) {
-    // Peers may be inside this collective still: tell them, so they fail it too.
-    peers_.abort_all(status);
-    if (op.kind == CollKind::hybrid_allreduce) plan_reuse_.forget_all();  // every rank fails it alike
-    const ErrorCode c = status.code();
-    if (fails_only_the_collective(c))
-      peers_.forget_failed();  // every rank fails this one; the next runs normally
-    else
-      engine_->break_with(status);  // a dead peer, a timeout, a corrupt message: streams are lost
-  }
+  return handle_failure(op, status);
+}
+
+// The algorithm's buffers for this count: a local failure, told to every peer (below) like a
+// bad argument, not a crash of this thread nor a wait for the deadline.
+Status Executor::out_of_memory(const CollOp& op) const {
+  return Status(ErrorCode::no_resource, peers_.what() + ": rank " + std::to_string(peers_.rank()) +
+                                            " is out of memory for its buffers (count " + std::to_string(op.count) +
+                                            ")");
+}
+
+Status Executor::handle_failure(const CollOp& op, Status status) {
+  if (status.ok()) return status;
+  // Peers may be inside this collective still: tell them, so they fail it too.
+  peers_.abort_all(status);
+  if (op.kind == CollKind::hybrid_allreduce) plan_reuse_.forget_all();  // every rank fails it alike
+  const ErrorCode c = status.code();
+  if (fails_only_the_collective(c))
+    peers_.forget_failed();  // every rank fails this one; the next runs normally
+  else
+    engine_->break_with(status);  // a dead peer, a timeout, a corrupt message: streams are lost
   return status;
 }
 

@@ -1,6 +1,8 @@
 // The collective thread: runs the peer-to-peer collectives (ring, butterfly, SparCML, broadcast,
 // allgather, reduce-scatter, ...) one after another, in the order the calling thread issued
-// them, on the driver's collective channel. Block-sparse allreduce runs on the block-sparse progress threads
+// them, on the driver's collective channel. It is a handler of the progress runtime
+// (runtime/progress_loop.hpp): each round it steps the running collective, a coroutine over
+// Peers (common/task.hpp), or starts the next one, or serves the channel between collectives. Block-sparse allreduce runs on the block-sparse progress threads
 // instead; the two streams are independent (each is ordered the same way on every rank).
 #pragma once
 
@@ -8,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "p2p/peers.hpp"
 #include "common/spsc_queue.hpp"
 #include "common/task.hpp"
+#include "runtime/progress_loop.hpp"
 #include "sparcoll/options.hpp"
 #include "transport/published_counters.hpp"
 
@@ -31,7 +35,7 @@ using p2p::Mailbox;
 using p2p::Peers;
 using Clock = std::chrono::steady_clock;
 
-class Executor {
+class Executor final : public runtime::Handler {
  public:
   // `channel` is null for a single-worker job. `engine` learns of failures that break the
   // communicator (a dead peer, a timeout, a corrupt message).
@@ -63,9 +67,21 @@ class Executor {
   void add_counters(std::vector<transport::NamedCounter>* totals) const { channel_counters_.add_to(totals); }
 
  private:
-  void run();
-  // Executes op and handles its failure (tells the peers, breaks the communicator if needed).
+  // runtime::Handler: one round (step the running collective, start the next, or serve the
+  // channel), what an empty one waits for, and the end.
+  bool step() override;
+  runtime::Idle idle() override;
+  void stopped() override;
+  // The collective thread's collective in progress: started, stepped, finished.
+  void start_collective(CollOp& op);
+  bool step_collective();
+  void finish_task();
+  void finish_collective(const Status& status);
+  // Runs op to its end on the calling thread (run_here), its failure handled.
   Status run_one(CollOp& op);
+  // A collective's failure: tells the peers, and forgets it or breaks the communicator.
+  Status handle_failure(const CollOp& op, Status status);
+  Status out_of_memory(const CollOp& op) const;
   // Publishes op's result and frees its slot.
   void complete(CollOp& op, const Status& status);
   // Who drives peers_: nobody, the collective thread, or the calling thread (run_here).
@@ -108,10 +124,12 @@ class Executor {
   std::atomic<std::uint64_t> p2p_bytes_sent_{0}, p2p_bytes_received_{0}, p2p_messages_sent_{0},
       p2p_messages_received_{0};
   SpscQueue<CollOp*> queue_;
-  std::atomic<std::uint32_t> wake_{0};
-  std::atomic<bool> stop_{false};
   std::atomic<std::uint32_t> peers_owner_{kNobody};
   std::atomic<std::uint32_t> ran_here_{0};  // collectives run_here() ran so far
+  std::uint32_t ran_here_seen_ = 0;         // ... as of the collective thread's last look
+  bool caller_drives_ = false;              // the last round found the calling thread driving
+  CollOp* current_ = nullptr;               // the collective thread's collective in progress
+  std::optional<Task> task_;                // ... as a coroutine
   bool any_thread_ = false;  // the channel may be driven by the calling thread
   algo::Scratch scratch_;
   std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
@@ -129,7 +147,7 @@ class Executor {
   std::atomic<std::uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0}, messages_received_{0};
   // The collective channel's packet counters as of the last collective (packet transports).
   transport::PublishedCounters channel_counters_;  // the collective channel's own counters
-  std::thread thread_;
+  runtime::ProgressLoop loop_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace sparcoll::coll

@@ -233,9 +233,9 @@ Task Executor::run_dense_stripes(const CollOp& op) {
 }
 
 // The block-sparse half touches the caller's buffers until it completes: await it. Meanwhile
-// the driver keeps serving the channel (a packet transport's peers need our acknowledgements),
-// and sleeps between polls rather than yield (Peers::back_off): on oversubscribed cores a
-// yielding thread still takes the progress threads' time; the engine's completion wakes it.
+// the loop keeps serving the channel (a packet transport's peers need our acknowledgements) and
+// sleeps between polls rather than yield (runtime::Waiting::other_thread): on oversubscribed
+// cores a yielding thread still takes the progress threads' time; the engine's completion wakes it.
 Task Executor::wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status) {
   co_await peers_.wait_for(sparse_done.done);
   if (status.ok()) status = sparse_done.status;

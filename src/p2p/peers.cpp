@@ -8,15 +8,12 @@
 #include <thread>
 
 #include "common/failure_scope.hpp"
-#include "common/futex.hpp"
 #include "block/reduce.hpp"
 
 namespace sparcoll::p2p {
 
 namespace {
 constexpr int kPollBatch = 32;
-// Empty polls before a waiting step starts yielding its core (back_off(), below).
-constexpr std::uint32_t kSpinRoundsBeforeYield = 64;
 }  // namespace
 
 namespace {
@@ -422,14 +419,13 @@ bool Peers::progress_sends() {
 
 bool Peers::step_complete() {
   if (failed_) return true;
+  for (const PostedRecv& r : recvs_)
+    if (!r.done) return false;
   for (const PendingSend& s : sends_)
     if (!s.started || s.offset != s.bytes) return false;
   // Queued is not sent: a driver may hold data (tcp's send queue) until poll() pushes it out,
-  // and nobody polls this channel between collectives.
-  if (!sends_.empty() && !channel_->flushed()) return false;
-  for (const PostedRecv& r : recvs_)
-    if (!r.done) return false;
-  return true;
+  // and nobody polls this channel between collectives. Asked last: it may cost a syscall.
+  return sends_.empty() || channel_->flushed();
 }
 
 bool Peers::StepWait::await_ready() {
@@ -445,6 +441,7 @@ bool Peers::StepWait::await_ready() {
 void Peers::StepWait::await_suspend(std::coroutine_handle<> waiter) noexcept {
   peers.waiter_ = waiter;
   peers.awaiting_ = Awaiting::step;
+  peers.step_done_ = false;  // await_ready() just found it incomplete
   peers.idle_ = 0;
 }
 
@@ -464,7 +461,7 @@ void Peers::FlagWait::await_suspend(std::coroutine_handle<> waiter) noexcept {
 
 bool Peers::ready() {
   switch (awaiting_) {
-    case Awaiting::step: return step_complete();
+    case Awaiting::step: return step_done_;  // as of the last progress(): step_complete() may cost a syscall
     case Awaiting::flag: return flag_->load(std::memory_order_acquire) != 0;
     case Awaiting::nothing: break;
   }
@@ -479,21 +476,23 @@ void Peers::resume() {
 
 bool Peers::progress() {
   if (awaiting_ != Awaiting::step) return poll_idle();
-  if (failed_) return true;
+  if (failed_) return step_done_ = true;
   bool moved = progress_sends();
   if (mailbox_.busy()) moved = mailbox_.progress(*channel_) || moved;
-  if (step_complete()) return true;
+  step_done_ = step_complete();
+  if (step_done_) return true;
   transport::ReceivedMessage msgs[kPollBatch];
   const int n = channel_->poll(msgs, kPollBatch);
   if (n < 0) {
     fail(Status(ErrorCode::peer_failure, what_ + ": " + channel_->error().message()));
     mailbox_.fail_all(Status(ErrorCode::peer_failure, channel_->error().message()));
-    return true;
+    return step_done_ = true;
   }
   // Every message of the batch is handled, even after one failed the collective: the rest may
   // be a faster peer's fragments of the next collective (stashed now, or lost for good, and
   // that collective would wait for them until its deadline) or its abort.
   for (int i = 0; i < n; ++i) (void)on_message(msgs[i]);
+  step_done_ = failed_;  // a failure ends the step now; completion is seen by the next pass
   if (moved || n > 0) {
     idle_ = 0;
     return true;
@@ -502,29 +501,16 @@ bool Peers::progress() {
   if ((idle_ & 255) == 0 && mailbox_.busy()) mailbox_.expire(Clock::now());
   if ((idle_ & 255) == 0 && Clock::now() > deadline_) {
     fail(Status(ErrorCode::timeout, what_ + ": deadline passed (SPARCOLL_DEADLINE_MS): " + waiting_for()));
-    return true;
+    return step_done_ = true;
   }
   return false;
 }
 
-void Peers::back_off() {
-  if (awaiting_ == Awaiting::flag) {
-    // The block-sparse half completes the flag and wakes its futex.
-    futex_wait_for(const_cast<std::atomic<std::uint32_t>*>(flag_), 0, 20'000);
-    return;
-  }
-  // With more busy threads than cores, spinning starves the peer we wait for. Even with a core
-  // per rank the scheduler can put both ranks' threads on one core for a while (after setup,
-  // while the other core runs something else): spinning 4096 rounds before each yield then
-  // cost every exchange a scheduler tick, and 1 fresh 2-rank job in 6 ran its first 20-40 ms of
-  // 4 KiB allreduces at 90-240 us instead of 1.5-2. A yield with nothing else runnable costs
-  // well under a microsecond, so it comes after 64 empty rounds.
-  if (yield_ || idle_ > kSpinRoundsBeforeYield) {
-    if (idle_ > 65536)
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    else
-      sched_yield();
-  }
+runtime::Idle Peers::idle() const noexcept {
+  // The hybrid's block-sparse half ends on another thread, which wakes the flag: sleeping on it
+  // rather than yielding leaves oversubscribed cores to the progress threads doing that work.
+  if (awaiting_ == Awaiting::flag) return runtime::Idle{runtime::Waiting::other_thread, flag_};
+  return runtime::Idle{runtime::Waiting::op_in_flight, nullptr};
 }
 
 std::string Peers::waiting_for() const {

@@ -29,6 +29,7 @@
 
 #include "p2p/mailbox.hpp"
 #include "p2p/peer_wire.hpp"
+#include "runtime/idle_policy.hpp"
 #include "sparcoll/status.hpp"
 #include "sparcoll/types.hpp"
 #include "transport/driver.hpp"
@@ -41,6 +42,8 @@ class Peers {
  public:
   // `channel` is null when the job has a single worker. Workers are processes 0..size-1.
   Peers(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, bool yield_when_waiting);
+  // More busy threads than cores on this host (the idle policy yields at once).
+  bool oversubscribed() const noexcept { return yield_; }
 
   std::uint32_t rank() const noexcept { return rank_; }
   std::uint32_t size() const noexcept { return size_; }
@@ -102,9 +105,8 @@ class Peers {
   // One pass over the channel for what it awaits: sends, the mailbox, one poll; a step's
   // deadline. True when something moved (or the step ended).
   bool progress();
-  // After a pass in which nothing moved: yields the core (more threads than cores) or naps,
-  // the longer the wait.
-  void back_off();
+  // After a pass in which nothing moved: what the collective waits for (runtime/idle_policy.hpp).
+  runtime::Idle idle() const noexcept;
 
   // Whether the transport reads peers' memory in place (the direct algorithm), and the read:
   // `bytes` at `remote` in `peer`'s address space into `local`; errors name the collective.
@@ -175,6 +177,7 @@ class Peers {
   Awaiting awaiting_ = Awaiting::nothing;
   std::coroutine_handle<> waiter_;
   const std::atomic<std::uint32_t>* flag_ = nullptr;
+  bool step_done_ = false;  // the awaited step was complete at the last progress()
   std::uint32_t idle_ = 0;  // passes in a row in which nothing moved
   // Handles one received fragment; false when it failed the collective.
   bool on_message(const transport::ReceivedMessage& msg);

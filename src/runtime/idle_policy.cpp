@@ -1,0 +1,89 @@
+#include "runtime/idle_policy.hpp"
+
+#include <sched.h>
+
+#include <thread>
+
+#include "common/futex.hpp"
+
+namespace sparcoll::runtime {
+
+namespace {
+// Empty rounds before a thread with an operation in flight yields its core. Even with a core
+// per rank the scheduler can put both ranks' threads on one core for a while (after setup,
+// while the other core runs something else): spinning 4096 rounds before each yield then cost
+// every exchange a scheduler tick, and 1 fresh 2-rank job in 6 ran its first 20-40 ms of 4 KiB
+// allreduces at 90-240 us instead of 1.5-2. A yield with nothing else runnable costs well under
+// a microsecond, so it comes after 64 empty rounds.
+constexpr std::uint32_t kSpinRoundsBeforeYield = 64;
+// After this many, the peer is slow (a long compute phase between its steps): nap instead.
+constexpr std::uint32_t kYieldRoundsBeforeNap = 65536;
+// In the spin window, empty rounds before each of them yields even on a host with a core per
+// thread, and how often the clock is read.
+constexpr std::uint32_t kIdleRoundsBeforeYield = 256;
+constexpr std::uint32_t kClockEvery = 64;
+// A pending send or recv's peer usually answers within a round trip (a ping-pong, a pipeline
+// stage): it spins at least 2 ms before napping, and naps briefly (a nap of 20 us costs a 70 us
+// wake-up with the kernel's timer slack; torch's ping-pong took 270 us against gloo's 180).
+constexpr auto kReplySpin = std::chrono::microseconds(2000);
+constexpr long kReplyNapNs = 20'000;
+// Naps with nothing expected: short, since a remote operation cannot wake the thread; after a
+// second of nothing (a long compute phase) longer ones, since 20000 wake-ups a second cost an
+// idle rank ~10% of a core.
+constexpr long kNapNs = 50'000;
+constexpr long kLongNapNs = 500'000;
+// The calling thread drives the channel: nothing to poll here until a submission.
+constexpr long kCallerDrivesNapNs = 1'000'000 - 1;
+// Another thread finishes the operation and wakes the flag's futex.
+constexpr long kOtherThreadNapNs = 20'000;
+}  // namespace
+
+void IdlePolicy::wait(const Idle& idle, std::atomic<std::uint32_t>* wake, std::uint32_t seen) {
+  switch (idle.waiting) {
+    case Waiting::op_in_flight: wait_in_flight(); return;
+    case Waiting::other_thread:
+      futex_wait_for(const_cast<std::atomic<std::uint32_t>*>(idle.flag), 0, kOtherThreadNapNs);
+      return;
+    case Waiting::reply_expected:
+      wait_idle(spin_ > kReplySpin ? spin_ : Clock::duration(kReplySpin), kReplyNapNs, kReplyNapNs, wake, seen);
+      return;
+    case Waiting::nothing: wait_idle(spin_, kNapNs, kLongNapNs, wake, seen); return;
+    case Waiting::caller_drives:
+      if (wake != nullptr) futex_wait_for(wake, seen, kCallerDrivesNapNs);
+      return;
+  }
+}
+
+void IdlePolicy::wait_in_flight() noexcept {
+  if (!oversubscribed_ && empty_rounds_ <= kSpinRoundsBeforeYield) return;
+  if (empty_rounds_ > kYieldRoundsBeforeNap)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  else
+    sched_yield();
+}
+
+void IdlePolicy::wait_idle(Clock::duration spin, long nap_ns, long long_nap_ns, std::atomic<std::uint32_t>* wake,
+                           std::uint32_t seen) {
+  if (empty_rounds_ == 1) {
+    idle_since_ = Clock::now();
+    spinning_ = true;
+  }
+  if (spinning_) {
+    // Once the window is over every round sleeps (it used to spin 63 rounds between sleeps: an
+    // idle communicator burned 20% of a core per rank on 2 cores, time a training step's
+    // compute lost).
+    if ((empty_rounds_ % kClockEvery) != 0 || Clock::now() - idle_since_ < spin) {
+      if (oversubscribed_ || empty_rounds_ > kIdleRoundsBeforeYield) sched_yield();
+      return;
+    }
+    spinning_ = false;
+  }
+  if (wake == nullptr) {
+    sched_yield();
+    return;
+  }
+  const bool long_idle = Clock::now() - idle_since_ > std::chrono::seconds(1);
+  futex_wait_for(wake, seen, long_idle ? long_nap_ns : nap_ns);
+}
+
+}  // namespace sparcoll::runtime
