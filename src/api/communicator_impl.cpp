@@ -158,10 +158,7 @@ CommunicatorImpl::~CommunicatorImpl() { shutdown(); }
 void CommunicatorImpl::shutdown() {
   if (engine_) {
     // Every op must be finished before the peers are told we are leaving.
-    for (std::uint32_t i = 0; i < engine_->slot_count(); ++i) {
-      block_sparse::OpState& op = engine_->slot(i);
-      while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
-    }
+    engine_->slots().wait_all_free();
   }
   // The collective thread finishes what it runs, then keeps serving its channel through the
   // teardown barrier: a peer may still be finishing its last collective and need this rank's
@@ -216,8 +213,7 @@ block_sparse::OpState& CommunicatorImpl::prepare_block_sparse(const void* send, 
                                                         ReduceOp op, const std::string& problem, bool scan) {
   const std::uint32_t op_id = next_op_id_++;
 
-  block_sparse::OpState& state = engine_->slot(op_id);
-  while (state.busy.load(std::memory_order_acquire) != 0) state.busy.wait(1, std::memory_order_acquire);
+  block_sparse::OpState& state = engine_->slots().wait_free(op_id);
 
   state.op_id = op_id;
   state.abort = !problem.empty();
@@ -335,7 +331,7 @@ Status CommunicatorImpl::deregister_buffer(const void* buffer) {
   for (std::size_t i = 0; i < registered_.size(); ++i) {
     const RegisteredBuffer& entry = registered_[i];
     if (entry.base != buffer) continue;
-    for (std::uint32_t slot = 0; slot < engine_->slot_count(); ++slot) {
+    for (std::uint32_t slot = 0; slot < engine_->slots().size(); ++slot) {
       const block_sparse::OpState& op = engine_->slot(slot);
       if (op.busy.load(std::memory_order_acquire) != 0 && op.send >= entry.base && op.send < entry.base + entry.bytes)
         return Status(ErrorCode::invalid_argument, "deregister_buffer: op " + std::to_string(op.op_id) +

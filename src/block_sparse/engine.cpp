@@ -269,15 +269,11 @@ void ProgressThread::maybe_finish(OpState* op) {
     for (std::size_t t = 0; t * stripes < op->stripe_results.size(); ++t)
       for (std::uint32_t s = 0; s < stripes; ++s) op->stripe_results_out[s] += op->stripe_results[t * stripes + s];
   }
-  if (op->failed.load(std::memory_order_acquire)) request->status = op->error;
   // Read before the slot is released: the calling thread may reuse it at once and clear it.
+  const Status status = op->failed.load(std::memory_order_acquire) ? op->error : Status();
   const bool wake_raw = op->wake_raw;
-  // Release the slot first: the waiter may immediately start the next op in it.
-  op->busy.store(0, std::memory_order_release);
-  op->busy.notify_all();
-  request->done.store(1, std::memory_order_release);
-  request->done.notify_all();
-  if (wake_raw) futex_wake(&request->done);
+  detail::release_slot(op->busy);
+  detail::complete(*request, status, wake_raw);
 }
 
 void ProgressThread::finish_released_ops() {
@@ -335,10 +331,8 @@ void ProgressThread::check_deadlines(Clock::time_point now) {
 // ---------------------------------------------------------------------------------------------
 // Engine
 
-Engine::Engine(EngineConfig config, transport::Driver* driver) : config_(std::move(config)) {
-  const std::uint32_t k = op_slot_count(config_.options.max_inflight);
-  ops_.reserve(k);
-  for (std::uint32_t i = 0; i < k; ++i) ops_.push_back(std::make_unique<OpState>());
+Engine::Engine(EngineConfig config, transport::Driver* driver)
+    : config_(std::move(config)), ops_(config_.options.max_inflight) {
   const std::uint32_t t = config_.options.threads;
   for (std::uint32_t i = 0; i < t; ++i)
     progress_threads_.push_back(std::make_unique<ProgressThread>(*this, i, driver ? &driver->channel(i) : nullptr));

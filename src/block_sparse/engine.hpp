@@ -19,6 +19,7 @@
 #include "block_sparse/outbox.hpp"
 #include "block_sparse/self_channel.hpp"
 #include "common/spsc_queue.hpp"
+#include "runtime/op_slots.hpp"
 #include "runtime/progress_loop.hpp"
 #include "sparcoll/options.hpp"
 #include "transport/driver.hpp"
@@ -107,9 +108,9 @@ class Engine {
 
   const EngineConfig& config() const noexcept { return config_; }
   std::uint32_t thread_count() const noexcept { return static_cast<std::uint32_t>(progress_threads_.size()); }
-  // The op slot an op id maps to (block_sparse::op_slot_count slots, reused round-robin).
-  OpState& slot(std::uint32_t op_id) { return *ops_[op_id & (ops_.size() - 1)]; }
-  std::uint32_t slot_count() const noexcept { return static_cast<std::uint32_t>(ops_.size()); }
+  // The op slots (runtime/op_slots.hpp), by op id.
+  runtime::OpSlots<OpState>& slots() noexcept { return ops_; }
+  OpState& slot(std::uint32_t op_id) { return ops_[op_id]; }
   // Calling thread: hand a prepared op to every progress thread.
   void submit(OpState* op);
   // Collective thread: the same (the block-sparse part of a hybrid allreduce, whose op slot the
@@ -128,7 +129,7 @@ class Engine {
   friend class ProgressThread;
   void prepare_for_threads(OpState* op);
   EngineConfig config_;
-  std::vector<std::unique_ptr<OpState>> ops_;
+  runtime::OpSlots<OpState> ops_;
   std::vector<std::unique_ptr<ProgressThread>> progress_threads_;
   std::atomic<bool> broken_{false};
   mutable std::mutex broken_mutex_;  // taken on failure only

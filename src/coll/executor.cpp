@@ -17,11 +17,10 @@ Executor::Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_
     : peers_(channel, rank, size, yield_when_waiting),
       options_(options),
       engine_(engine),
-      queue_(block_sparse::op_slot_count(options.max_inflight)),
+      slots_(options.max_inflight),
+      queue_(slots_.size()),
       plan_reuse_(options.hybrid_plan_reuse),
       loop_(*this, options.idle_spin_us, yield_when_waiting, /*event_mode=*/false) {
-  const std::uint32_t slots = block_sparse::op_slot_count(options.max_inflight);
-  for (std::uint32_t i = 0; i < slots; ++i) slots_.push_back(std::make_unique<CollOp>());
   any_thread_ = channel != nullptr && channel->any_thread();
   loop_.start();
 }
@@ -32,8 +31,7 @@ Executor::~Executor() {
 }
 
 CollOp& Executor::next_slot() {
-  CollOp& op = *slots_[next_slot_ & (slots_.size() - 1)];
-  while (op.busy.load(std::memory_order_acquire) != 0) op.busy.wait(1, std::memory_order_acquire);
+  CollOp& op = slots_.wait_free(next_slot_);
   op.seq = next_seq_;
   return op;
 }
@@ -46,10 +44,7 @@ void Executor::submit(CollOp& op) {
   loop_.notify();
 }
 
-void Executor::drain() {
-  for (auto& slot : slots_)
-    while (slot->busy.load(std::memory_order_acquire) != 0) slot->busy.wait(1, std::memory_order_acquire);
-}
+void Executor::drain() { slots_.wait_all_free(); }
 
 void Executor::add_traffic(TrafficStats* total) const noexcept {
   total->bytes_sent += bytes_sent_.load(std::memory_order_relaxed) + p2p_bytes_sent_.load(std::memory_order_relaxed);
@@ -62,10 +57,7 @@ void Executor::add_traffic(TrafficStats* total) const noexcept {
 }
 
 bool Executor::can_run_here() const {
-  if (!any_thread_) return false;
-  for (const auto& slot : slots_)
-    if (slot->busy.load(std::memory_order_acquire) != 0) return false;
-  return true;
+  return any_thread_ && slots_.all_free();
 }
 
 void Executor::run_here(CollOp& op) {
@@ -188,16 +180,13 @@ void Executor::post_p2p(CollOp& op) {
                                           : Status();
   const auto peer = static_cast<std::uint32_t>(op.peer);
   if (!broken.ok()) {
-    request->status = broken;
-    request->done.store(1, std::memory_order_release);
-    request->done.notify_all();
+    detail::complete(*request, broken);
   } else if (op.kind == CollKind::send) {
     peers_.mailbox().post_send(peer, op.tag, op.send, op.count, std::move(request), op.deadline);
   } else {
     peers_.mailbox().post_recv(op.peer, op.tag, op.recv, op.count, op.source, std::move(request), op.deadline);
   }
-  op.busy.store(0, std::memory_order_release);
-  op.busy.notify_all();
+  detail::release_slot(op.busy);
   publish_p2p_traffic();
 }
 
@@ -266,11 +255,8 @@ void Executor::complete(CollOp& op, const Status& status) {
     request->stats.payload_words_sent = op.compressed.payload_words;
     request->stats.control_words_sent = op.compressed.control_words;
   }
-  request->status = status;
-  op.busy.store(0, std::memory_order_release);
-  op.busy.notify_all();
-  request->done.store(1, std::memory_order_release);
-  request->done.notify_all();
+  detail::release_slot(op.busy);
+  detail::complete(*request, status);
 }
 
 Task Executor::execute(CollOp& op) {

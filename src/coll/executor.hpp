@@ -20,6 +20,7 @@
 #include "p2p/peers.hpp"
 #include "common/spsc_queue.hpp"
 #include "common/task.hpp"
+#include "runtime/op_slots.hpp"
 #include "runtime/progress_loop.hpp"
 #include "sparcoll/options.hpp"
 #include "transport/published_counters.hpp"
@@ -114,7 +115,7 @@ class Executor final : public runtime::Handler {
   Peers peers_;
   Options options_;
   block_sparse::Engine* engine_;
-  std::vector<std::unique_ptr<CollOp>> slots_;
+  runtime::OpSlots<CollOp> slots_;
   std::uint32_t next_slot_ = 0;  // submissions so far: the slot ring's position
   std::uint32_t next_seq_ = 0;   // collectives so far (send and recv take no sequence number)
   // Hands a send or recv to the mailbox and frees its slot (it completes there later).

@@ -39,8 +39,7 @@ void Executor::release_unused_sparse_part(CollOp& op) {
   block_sparse::OpState* part = op.hybrid.sparse_part;
   if (part == nullptr || op.hybrid.handed_over) return;
   op.hybrid.sparse_part = nullptr;
-  part->busy.store(0, std::memory_order_release);
-  part->busy.notify_all();
+  detail::release_slot(part->busy);
 }
 
 // The ring, on every transport. On shm, `direct` (one-copy reads of the peers' memory) was the

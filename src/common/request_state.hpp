@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/futex.hpp"
 #include "sparcoll/communicator.hpp"
 #include "sparcoll/status.hpp"
 
@@ -16,5 +17,21 @@ struct RequestState {
   Status status;                       // written before done is set
   OpStats stats;
 };
+
+// The end of an operation, the same for every handler: its op slot is given back first (a
+// caller waiting for a slot may start the next op in it at once), then its request is done
+// (status and stats were written before). `futex_waiter`: someone sleeps on `done` with a raw
+// futex (futex.hpp), whom notify_all may not wake.
+inline void release_slot(std::atomic<std::uint32_t>& slot_busy) noexcept {
+  slot_busy.store(0, std::memory_order_release);
+  slot_busy.notify_all();
+}
+
+inline void complete(RequestState& request, const Status& status, bool futex_waiter = false) {
+  request.status = status;
+  request.done.store(1, std::memory_order_release);
+  request.done.notify_all();
+  if (futex_waiter) futex_wake(&request.done);
+}
 
 }  // namespace sparcoll::detail

@@ -9,11 +9,7 @@ namespace sparcoll::p2p {
 
 Mailbox::Mailbox(std::uint32_t rank, std::uint32_t size) : rank_(rank), size_(size), next_seq_(size, 0) {}
 
-void Mailbox::complete(detail::RequestState& request, const Status& status) {
-  request.status = status;
-  request.done.store(1, std::memory_order_release);
-  request.done.notify_all();
-}
+void Mailbox::complete(detail::RequestState& request, const Status& status) { detail::complete(request, status); }
 
 Status Mailbox::size_mismatch(const Recv& r, std::uint32_t from, std::uint64_t total) {
   return Status(ErrorCode::mismatch, "recv with tag " + std::to_string(r.tag) + ": rank " + std::to_string(from) +
