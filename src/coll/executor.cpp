@@ -79,14 +79,12 @@ bool Executor::step() {
     // thread sleeps instead of spinning beside it (on 2 cores a spinning thread here cost the
     // caller's collective 80 us), and a submission wakes it.
     const std::uint32_t ran_here = ran_here_.load(std::memory_order_acquire);
-    caller_drives_ = (ran_here != ran_here_seen_ || peers_owner_.load(std::memory_order_acquire) == kCallingThread) &&
-                     queue_.empty();
-    if (caller_drives_) {
+    const bool caller_drives =
+        (ran_here != ran_here_seen_ || peers_owner_.load(std::memory_order_acquire) == kCallingThread) &&
+        queue_.empty();
+    if (caller_drives || !take_peers(kCollectiveThread)) {  // (or the calling thread took it since)
       ran_here_seen_ = ran_here;
-      return false;
-    }
-    if (!take_peers(kCollectiveThread)) {  // the calling thread took it since: it drives
-      caller_drives_ = true;
+      idle_ = runtime::Idle{runtime::Waiting::caller_drives, nullptr};
       return false;
     }
   }
@@ -106,18 +104,20 @@ bool Executor::step() {
     moved = peers_.poll_idle();
     if (moved || peers_.mailbox().busy()) publish_p2p_traffic();
   }
+  // What an empty round waits for, read while this thread still owns peers_: a running
+  // collective waits for its peers (or for its block-sparse half); between collectives a pending
+  // send or recv expects its peer soon (a ping-pong, a pipeline stage).
+  if (current_ != nullptr)
+    idle_ = peers_.idle();
+  else
+    idle_ = runtime::Idle{peers_.mailbox().busy() ? runtime::Waiting::reply_expected : runtime::Waiting::nothing,
+                          nullptr};
   // The channel is the calling thread's to take only between collectives.
   if (current_ == nullptr) release_peers();
   return moved;
 }
 
-// A running collective waits for its peers (or for its block-sparse half); between collectives a
-// pending send or recv expects its peer soon (a ping-pong, a pipeline stage).
-runtime::Idle Executor::idle() {
-  if (current_ != nullptr) return peers_.idle();
-  if (caller_drives_) return runtime::Idle{runtime::Waiting::caller_drives, nullptr};
-  return runtime::Idle{peers_.mailbox().busy() ? runtime::Waiting::reply_expected : runtime::Waiting::nothing, nullptr};
-}
+runtime::Idle Executor::idle() { return idle_; }
 
 void Executor::stopped() {
   // Nobody will send what a pending recv waits for, nor take a pending send, any more.

@@ -128,7 +128,7 @@ class Executor final : public runtime::Handler {
   std::atomic<std::uint32_t> peers_owner_{kNobody};
   std::atomic<std::uint32_t> ran_here_{0};  // collectives run_here() ran so far
   std::uint32_t ran_here_seen_ = 0;         // ... as of the collective thread's last look
-  bool caller_drives_ = false;              // the last round found the calling thread driving
+  runtime::Idle idle_;                      // what the last round, if empty, waits for
   CollOp* current_ = nullptr;               // the collective thread's collective in progress
   std::optional<Task> task_;                // ... as a coroutine
   bool any_thread_ = false;  // the channel may be driven by the calling thread
