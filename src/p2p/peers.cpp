@@ -419,13 +419,16 @@ bool Peers::progress_sends() {
 
 bool Peers::step_complete() {
   if (failed_) return true;
+  bool sends_done = true;
+  for (const PendingSend& s : sends_) sends_done = sends_done && s.started && s.offset == s.bytes;
+  // Queued is not sent: a driver may hold data (tcp's send queue) until poll() pushes it out,
+  // and nobody polls this channel between collectives. Asked whenever the sends have left,
+  // even while receives are pending: tcp's flushed() also pushes its queues out.
+  if (sends_done && !sends_.empty()) sends_done = channel_->flushed();
+  if (!sends_done) return false;
   for (const PostedRecv& r : recvs_)
     if (!r.done) return false;
-  for (const PendingSend& s : sends_)
-    if (!s.started || s.offset != s.bytes) return false;
-  // Queued is not sent: a driver may hold data (tcp's send queue) until poll() pushes it out,
-  // and nobody polls this channel between collectives. Asked last: it may cost a syscall.
-  return sends_.empty() || channel_->flushed();
+  return true;
 }
 
 bool Peers::StepWait::await_ready() {
