@@ -237,16 +237,18 @@ double element_as_double(const std::vector<std::byte>& data, DataType dtype, std
   return 0;
 }
 
-std::size_t count_wrong(const std::vector<std::byte>& got, const std::vector<std::byte>& want, DataType dtype,
-                        std::string* first) {
-  const std::size_t n = want.size() / dtype_size(dtype);
-  if (got.size() < want.size()) {
-    if (first != nullptr) *first = "result has " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size());
-    return n;
-  }
+namespace {
+
+// One dtype's comparison loop: the element read is inlined, not a call per element (which in an
+// ASan build costs a fake stack frame each time).
+template <typename T, typename ToDouble>
+std::size_t count_wrong_as(const std::vector<std::byte>& got, const std::vector<std::byte>& want, std::size_t n,
+                           ToDouble to_double, std::string* first) {
+  const T* g_data = as<T>(got);
+  const T* w_data = as<T>(want);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const double g = element_as_double(got, dtype, i), w = element_as_double(want, dtype, i);
+    const double g = to_double(g_data[i]), w = to_double(w_data[i]);
     const bool equal = (g == w) || (std::isnan(g) && std::isnan(w));
     if (!equal) {
       if (wrong == 0 && first != nullptr)
@@ -255,6 +257,29 @@ std::size_t count_wrong(const std::vector<std::byte>& got, const std::vector<std
     }
   }
   return wrong;
+}
+
+}  // namespace
+
+std::size_t count_wrong(const std::vector<std::byte>& got, const std::vector<std::byte>& want, DataType dtype,
+                        std::string* first) {
+  const std::size_t n = want.size() / dtype_size(dtype);
+  if (got.size() < want.size()) {
+    if (first != nullptr) *first = "result has " + std::to_string(got.size()) + " bytes, want " + std::to_string(want.size());
+    return n;
+  }
+  switch (dtype) {
+    case DataType::f32: return count_wrong_as<float>(got, want, n, [](float v) { return double{v}; }, first);
+    case DataType::f16:
+      return count_wrong_as<std::uint16_t>(got, want, n, [](std::uint16_t v) { return double{half_to_float(v)}; }, first);
+    case DataType::bf16:
+      return count_wrong_as<std::uint16_t>(got, want, n, [](std::uint16_t v) { return double{bf16_to_float(v)}; }, first);
+    case DataType::i32: return count_wrong_as<std::int32_t>(got, want, n, [](std::int32_t v) { return double(v); }, first);
+    case DataType::f64: return count_wrong_as<double>(got, want, n, [](double v) { return v; }, first);
+    case DataType::i64:
+      return count_wrong_as<std::int64_t>(got, want, n, [](std::int64_t v) { return static_cast<double>(v); }, first);
+  }
+  return n;
 }
 
 }  // namespace sparcoll::perf
