@@ -1,6 +1,7 @@
 #include "algo/hybrid_plan.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "block/bitmap.hpp"
 
@@ -11,14 +12,21 @@ namespace {
 // streams in behind the first lines).
 constexpr std::size_t kPrefetchBytes = 1024;
 
+std::uint64_t stripe_samples(std::uint64_t blocks) { return std::min<std::uint64_t>(blocks, kStripeSamples); }
+
 }  // namespace
 
-std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                                  std::uint64_t first, std::uint64_t blocks) {
+std::uint32_t mask_blocks(std::uint32_t mask, std::uint64_t blocks) {
+  const std::uint64_t samples = stripe_samples(blocks);
+  if (samples == 0) return 0;
+  return static_cast<std::uint32_t>((std::uint64_t(std::popcount(mask)) * blocks + samples / 2) / samples);
+}
+
+std::uint32_t sample_stripe_mask(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                                 std::uint64_t first, std::uint64_t blocks) {
   const std::size_t esize = dtype_size(dtype);
   const auto* bytes = static_cast<const std::byte*>(data);
-  const std::uint64_t samples = std::min<std::uint64_t>(blocks, kStripeSamples);
-  if (samples == 0) return 0;
+  const std::uint64_t samples = stripe_samples(blocks);
   // The middle of the i-th of `samples` equal parts: every block when samples == blocks.
   const auto sampled = [&](std::uint64_t i) { return first + (blocks * i + blocks / 2) / samples; };
   // The sampled blocks lie pages apart, so each read would wait for its own cache and TLB
@@ -30,12 +38,25 @@ std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType 
     for (std::size_t off = 0; off < std::min<std::size_t>(n, kPrefetchBytes); off += 64)
       __builtin_prefetch(bytes + begin * esize + off, 0, 2);
   }
-  std::uint64_t nonzero = 0;
+  std::uint32_t mask = 0;
   for (std::uint64_t i = 0; i < samples; ++i) {
     const std::size_t begin = sampled(i) * block_elems, n = std::min<std::size_t>(block_elems, count - begin);
-    nonzero += block::is_zero(bytes + begin * esize, n, dtype) ? 0 : 1;
+    if (!block::is_zero(bytes + begin * esize, n, dtype)) mask |= std::uint32_t{1} << i;
   }
-  return static_cast<std::uint32_t>((nonzero * blocks + samples / 2) / samples);
+  return mask;
+}
+
+std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                                  std::uint64_t first, std::uint64_t blocks) {
+  return mask_blocks(sample_stripe_mask(data, count, dtype, block_elems, first, blocks), blocks);
+}
+
+void sample_stripe_masks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                         std::uint32_t stripe_blocks, std::uint32_t* masks) {
+  const std::uint64_t nblocks = block::block_count(count, block_elems);
+  for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s)
+    masks[s] = sample_stripe_mask(data, count, dtype, block_elems, first,
+                                  std::min<std::uint64_t>(stripe_blocks, nblocks - first));
 }
 
 void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
@@ -65,16 +86,42 @@ std::uint32_t rd_percent_of_ring(double densest, std::uint32_t ranks) {
 
 }  // namespace
 
-bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes,
-                                     std::uint64_t nblocks, std::uint32_t max_percent) {
+bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
+                                     std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent) {
   if (ranks < 2 || nblocks == 0) return true;
-  double densest = 0;
-  for (std::uint32_t r = 0; r < ranks; ++r) {
+  // The estimated blocks of the union of ranks [first, first + group): per stripe, the sampled
+  // blocks non-zero on any of them, scaled to the stripe's length. Integers only: the same
+  // answer on every rank.
+  const auto union_blocks = [&](std::uint32_t first, std::uint32_t group) {
     std::uint64_t blocks = 0;
-    for (std::uint32_t s = 0; s < stripes; ++s) blocks += counts[std::size_t{r} * stripes + s];
-    densest = std::max(densest, std::min(1.0, static_cast<double>(blocks) / static_cast<double>(nblocks)));
+    for (std::uint32_t s = 0; s < stripes; ++s) {
+      std::uint32_t any = 0;
+      for (std::uint32_t r = first; r < first + group; ++r) any |= masks[std::size_t{r} * stripes + s];
+      blocks += mask_blocks(any, std::min<std::uint64_t>(stripe_blocks, nblocks - std::uint64_t{s} * stripe_blocks));
+    }
+    return blocks;
+  };
+  // A rank count that is not a power of two first folds the extra ranks in (as
+  // block_recursive_doubling.cpp): ranks 2v and 2v+1 become virtual rank v for v < rem, rank
+  // v + rem virtual rank v above; one more message, of one rank's blocks. Step k then sends the
+  // union of 2^k virtual ranks merged so far: the largest such group's (the step ends when the
+  // slowest pair has). Virtual ranks [a, b) are the real ranks [real(a), real(b)).
+  const std::uint32_t power = std::bit_floor(ranks), rem = ranks - power;
+  const auto real = [&](std::uint32_t v) { return v < rem ? 2 * v : v + rem; };
+  std::uint64_t rd = 0;
+  if (rem > 0) {
+    std::uint64_t densest = 0;
+    for (std::uint32_t v = 0; v < rem; ++v) densest = std::max(densest, union_blocks(2 * v, 1));
+    rd += densest;
   }
-  return rd_percent_of_ring(densest, ranks) <= max_percent;
+  for (std::uint32_t group = 1; group < power; group *= 2) {
+    std::uint64_t largest = 0;
+    for (std::uint32_t v = 0; v < power; v += group)
+      largest = std::max(largest, union_blocks(real(v), real(v + group) - real(v)));
+    rd += largest;
+  }
+  // rd <= max_percent% of the ring's 2(p-1)/p of the tensor.
+  return rd * 100 * ranks <= std::uint64_t{max_percent} * 2 * (ranks - 1) * nblocks;
 }
 
 std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent) {

@@ -26,6 +26,16 @@ void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, s
 // The same estimate for one stripe: `blocks` blocks from block `first`.
 std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                                   std::uint64_t first, std::uint64_t blocks);
+// Which of those samples are non-zero: bit i for the i-th sampled block of the stripe. Every rank
+// samples the same blocks, so the OR of several ranks' masks samples their union: what block
+// recursive doubling sends, which on real gradients is far below what independent supports would
+// give (workers share their hot rows).
+std::uint32_t sample_stripe_mask(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                                 std::uint64_t first, std::uint64_t blocks);
+void sample_stripe_masks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                         std::uint32_t stripe_blocks, std::uint32_t* masks);
+// The estimated non-zero blocks of a stripe of `blocks` blocks whose samples' mask is `mask`.
+std::uint32_t mask_blocks(std::uint32_t mask, std::uint64_t blocks);
 
 // counts[r * stripes + s]: rank r's non-zero blocks in stripe s (stripe_blocks blocks, the last
 // one shorter when nblocks is not a multiple). A stripe goes dense when its union block density,
@@ -37,12 +47,14 @@ void plan_dense_stripes(const std::uint32_t* counts, std::uint32_t ranks, std::u
                         std::uint32_t stripe_blocks, std::uint32_t dense_percent, std::vector<std::uint64_t>* dense);
 
 // For a tensor too small to split into stripes (below SPARCOLL_HYBRID_MIN_BYTES), whether block
-// recursive doubling beats the ring for the whole of it: true when the bytes it is estimated to
-// send, in units of the tensor, sum over its log2(p) steps of the density of the union of 2^k
-// ranks (independent supports, each as dense as the densest rank), are at most max_percent of
-// the ring's 2(p-1)/p. Same table, same answer on every rank.
-bool prefer_block_recursive_doubling(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes,
-                                     std::uint64_t nblocks, std::uint32_t max_percent);
+// recursive doubling beats the ring for the whole of it. masks[r * stripes + s]: rank r's
+// sample mask of stripe s (sample_stripe_masks). True when the bytes it is estimated to send, in
+// blocks, are at most max_percent of the ring's 2(p-1)/p of the tensor: over its log2(p) steps,
+// the union of the largest group of 2^k ranks (the OR of their masks), plus one rank's blocks
+// for the fold when p is not a power of two. Integers only: the same table gives the same answer
+// on every rank.
+bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
+                                     std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent);
 
 // The union density (whole percent of the blocks non-zero on some rank) from which
 // prefer_block_recursive_doubling picks the dense algorithm, for `ranks` ranks as dense as each

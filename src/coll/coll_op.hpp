@@ -41,7 +41,7 @@ constexpr bool is_p2p(CollKind k) noexcept { return k == CollKind::send || k == 
 
 // The hybrid allreduce's block-sparse half, prepared by the calling thread: the op slot it
 // reserved (its bitmap not yet filled), and this rank's estimated count of non-zero blocks in
-// each stripe.
+// each stripe (for a tensor sent whole: each stripe's sample mask, algo::sample_stripe_masks).
 struct HybridArgs {
   block_sparse::OpState* sparse_part = nullptr;
   bool handed_over = false;  // the collective thread gave sparse_part to the engine

@@ -134,7 +134,13 @@ Task Executor::exchange_stripe_counts(CollOp& op) {
   HybridArgs& h = op.hybrid;
   const std::uint32_t n = peers_.size(), r = peers_.rank();
   const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
-  if (stripes > 0)
+  // A tensor sent whole exchanges its samples' masks, not their counts (the same 4 bytes a
+  // stripe): block recursive doubling's cost is the size of unions of ranks, which the OR of
+  // their masks samples (algo::prefer_block_recursive_doubling).
+  if (stripes > 0 && h.whole_tensor)
+    algo::sample_stripe_masks(op.send, op.count, op.dtype, options_.block_elems, h.stripe_blocks,
+                              h.stripe_counts.data());
+  else if (stripes > 0)
     algo::sample_stripe_counts(op.send, op.count, op.dtype, options_.block_elems, h.stripe_blocks,
                                h.stripe_counts.data());
   stripe_table_.assign(std::size_t{n} * stripes, 0);
@@ -154,7 +160,7 @@ Task Executor::hybrid_whole_tensor(CollOp& op) {
   release_unused_sparse_part(op);
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
   const Algorithm algo = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
-                                                               op.hybrid.rd_max_percent)
+                                                               op.hybrid.stripe_blocks, op.hybrid.rd_max_percent)
                              ? Algorithm::block_recursive_doubling
                              : algo::dense_algorithm_below_stripes(peers_.size());
   peers_.set_tag_base(kRunTagStride);

@@ -73,20 +73,53 @@ TEST(HybridPlan, AStripeGoesDenseAtTheUnionDensityThreshold) {
   EXPECT_EQ(dense[0], 0u);      // above 100: none
 }
 
+// A mask of the first k of a stripe's 32 samples, and of k samples from `from`.
+std::uint32_t first_samples(int k) { return k >= 32 ? ~0u : (1u << k) - 1; }
+std::uint32_t samples_from(int from, int k) { return first_samples(k) << from; }
+
 TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRings) {
-  // One stripe of 100 blocks per rank. 2 ranks at 30%: it sends 0.3 of the tensor, the ring 1.0.
-  const std::uint32_t two[] = {30, 10};
-  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 100, 55));
-  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 100, 30));
-  EXPECT_FALSE(prefer_block_recursive_doubling(two, 2, 1, 100, 29));
-  // 4 ranks, the densest at 50%: 0.5 + 0.75 against the ring's 1.5 (83%).
-  const std::uint32_t four[] = {50, 0, 0, 0};
-  EXPECT_FALSE(prefer_block_recursive_doubling(four, 4, 1, 100, 55));
-  EXPECT_TRUE(prefer_block_recursive_doubling(four, 4, 1, 100, 84));
-  // Counted over every stripe: 2 stripes of 50 blocks, 10% of the tensor.
-  const std::uint32_t striped[] = {10, 0, 0, 0};
-  EXPECT_TRUE(prefer_block_recursive_doubling(striped, 2, 2, 100, 10));
-  EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 100, 9));
+  // One stripe of 32 blocks (every block sampled). 2 ranks: it sends the denser rank's blocks,
+  // the ring the whole tensor: 10 of 32 blocks is 31%.
+  const std::uint32_t two[] = {first_samples(10), first_samples(3)};
+  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 55));
+  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 32));
+  EXPECT_FALSE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 31));
+  // 4 ranks at 8 blocks (25%) each. The same blocks on every rank: 8 + 8 against the ring's 48
+  // (33%). Disjoint blocks: 8 + 16 (50%). What independent supports would give lies between.
+  const std::uint32_t same[] = {first_samples(8), first_samples(8), first_samples(8), first_samples(8)};
+  const std::uint32_t disjoint[] = {samples_from(0, 8), samples_from(8, 8), samples_from(16, 8), samples_from(24, 8)};
+  EXPECT_TRUE(prefer_block_recursive_doubling(same, 4, 1, 32, 512, 34));
+  EXPECT_FALSE(prefer_block_recursive_doubling(same, 4, 1, 32, 512, 33));
+  EXPECT_TRUE(prefer_block_recursive_doubling(disjoint, 4, 1, 32, 512, 50));
+  EXPECT_FALSE(prefer_block_recursive_doubling(disjoint, 4, 1, 32, 512, 49));
+  // 3 ranks (not a power of two): the fold sends rank 0's 8 blocks to rank 1, then the step
+  // the union of the folded pair (16 disjoint blocks): 24 of the ring's 2*2/3*32 = 42.7 (56%);
+  // the same blocks everywhere: 8 + 8 (37.5%).
+  EXPECT_TRUE(prefer_block_recursive_doubling(disjoint, 3, 1, 32, 512, 57));
+  EXPECT_FALSE(prefer_block_recursive_doubling(disjoint, 3, 1, 32, 512, 56));
+  EXPECT_TRUE(prefer_block_recursive_doubling(same, 3, 1, 32, 512, 38));
+  EXPECT_FALSE(prefer_block_recursive_doubling(same, 3, 1, 32, 512, 37));
+  // Scaled per stripe: 2 stripes, of 512 blocks (32 samples) and of 32 (all): rank 0 has a
+  // quarter of the first stripe's samples (128 blocks) and none of the second; 128 of 544.
+  const std::uint32_t striped[] = {first_samples(8), 0, /* rank 1 */ 0, 0};
+  EXPECT_TRUE(prefer_block_recursive_doubling(striped, 2, 2, 544, 512, 24));
+  EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 544, 512, 23));
+}
+
+TEST(HybridPlan, AStripesSampleMaskNamesItsNonZeroSamplesAndScalesToItsCount) {
+  // 64 blocks of 4 elements, one stripe: the samples are blocks 1, 3, 5, ... (the middle of each
+  // pair); blocks 3 and 10 non-zero: sample 1 only (block 10 is not sampled).
+  std::vector<float> t(64 * 4, 0.0f);
+  t[3 * 4 + 2] = 1.0f;
+  t[10 * 4] = -2.0f;
+  EXPECT_EQ(sample_stripe_mask(t.data(), t.size(), DataType::f32, 4, 0, 64), 0b10u);
+  EXPECT_EQ(sample_stripe_count(t.data(), t.size(), DataType::f32, 4, 0, 64), 2u);  // 1 of 32 samples x 64 blocks
+  EXPECT_EQ(mask_blocks(first_samples(32), 64), 64u);
+  EXPECT_EQ(mask_blocks(0b1u, 5), 1u);  // a stripe of 5 blocks: every block sampled
+  std::uint32_t masks[2] = {};
+  sample_stripe_masks(t.data(), t.size(), DataType::f32, 4, 32, masks);  // 2 stripes of 32 blocks: all sampled
+  EXPECT_EQ(masks[0], (1u << 3) | (1u << 10));
+  EXPECT_EQ(masks[1], 0u);
 }
 
 // The union density at which the whole-tensor rule turns dense: 2 ranks, block recursive
@@ -98,10 +131,11 @@ TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
   EXPECT_EQ(whole_tensor_dense_union_percent(4, 45), 70u);
   EXPECT_EQ(whole_tensor_dense_union_percent(2, 100), 101u);  // never dense
   EXPECT_EQ(whole_tensor_dense_union_percent(1, 45), 101u);
-  // The rule and the threshold agree: just below it block recursive doubling, at it not.
-  const std::uint32_t two_at_45[] = {45, 0}, two_at_46[] = {46, 0};
-  EXPECT_TRUE(prefer_block_recursive_doubling(two_at_45, 2, 1, 100, 45));
-  EXPECT_FALSE(prefer_block_recursive_doubling(two_at_46, 2, 1, 100, 45));
+  // The rule and the threshold agree for 2 ranks: 14 of 32 blocks (43.75%) block recursive
+  // doubling, 15 (46.9%) not.
+  const std::uint32_t two_at_44[] = {first_samples(14), 0}, two_at_47[] = {first_samples(15), 0};
+  EXPECT_TRUE(prefer_block_recursive_doubling(two_at_44, 2, 1, 32, 512, 45));
+  EXPECT_FALSE(prefer_block_recursive_doubling(two_at_47, 2, 1, 32, 512, 45));
 }
 
 // What a result calls for: per stripe against the stripes' threshold, or one bit for a tensor
