@@ -31,7 +31,7 @@ run_live "test: step 4/7: host suites (meson test; about 5 minutes on 2 cores)" 
   meson test -C build --print-errorlogs --no-rebuild || status=1
 run_live "test: step 5/7: fuzzing every parser of peer bytes, 15 s each (scripts/fuzz --smoke; about 2 minutes)" \
   build/test-fuzz.log scripts/fuzz --smoke || status=1
-run_live "test: step 6/7: host suites under sanitizers: ASan+UBSan, then TSan (scripts/sanitize; about 12 minutes)" \
+run_live "test: step 6/7: host suites under sanitizers: ASan+UBSan, then TSan (scripts/sanitize; about 10 minutes)" \
   build/test-sanitize.log scripts/sanitize || status=1
 
 if [ -n "${SPARCOLL_SKIP_RDMA_VM:-}" ] && [ "${SPARCOLL_SKIP_RDMA_VM}" != 0 ]; then
