@@ -1,4 +1,3 @@
-#include "common/futex.hpp"
 #include "block_sparse/engine.hpp"
 
 #include <algorithm>
