@@ -51,20 +51,27 @@ std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType 
   return mask_blocks(sample_stripe_mask(data, count, dtype, block_elems, first, blocks), blocks);
 }
 
-void sample_stripe_masks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                         std::uint32_t stripe_blocks, std::uint32_t* masks) {
+namespace {
+
+// out[s] = PerStripe(...) of stripe s, for every stripe of the tensor (the last one shorter).
+template <auto PerStripe>
+void sample_every_stripe(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                         std::uint32_t stripe_blocks, std::uint32_t* out) {
   const std::uint64_t nblocks = block::block_count(count, block_elems);
   for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s)
-    masks[s] = sample_stripe_mask(data, count, dtype, block_elems, first,
-                                  std::min<std::uint64_t>(stripe_blocks, nblocks - first));
+    out[s] = PerStripe(data, count, dtype, block_elems, first, std::min<std::uint64_t>(stripe_blocks, nblocks - first));
+}
+
+}  // namespace
+
+void sample_stripe_masks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                         std::uint32_t stripe_blocks, std::uint32_t* masks) {
+  sample_every_stripe<&sample_stripe_mask>(data, count, dtype, block_elems, stripe_blocks, masks);
 }
 
 void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                           std::uint32_t stripe_blocks, std::uint32_t* counts) {
-  const std::uint64_t nblocks = block::block_count(count, block_elems);
-  for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s)
-    counts[s] = sample_stripe_count(data, count, dtype, block_elems, first,
-                                    std::min<std::uint64_t>(stripe_blocks, nblocks - first));
+  sample_every_stripe<&sample_stripe_count>(data, count, dtype, block_elems, stripe_blocks, counts);
 }
 
 namespace {
