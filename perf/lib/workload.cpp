@@ -225,18 +225,6 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
   }
 }
 
-double element_as_double(const std::vector<std::byte>& data, DataType dtype, std::size_t i) {
-  switch (dtype) {
-    case DataType::f32: return as<float>(data)[i];
-    case DataType::f16: return half_to_float(as<std::uint16_t>(data)[i]);
-    case DataType::bf16: return bf16_to_float(as<std::uint16_t>(data)[i]);
-    case DataType::i32: return as<std::int32_t>(data)[i];
-    case DataType::f64: return as<double>(data)[i];
-    case DataType::i64: return static_cast<double>(as<std::int64_t>(data)[i]);
-  }
-  return 0;
-}
-
 namespace {
 
 // One dtype's comparison loop: the element read is inlined, not a call per element (which in an

@@ -43,9 +43,6 @@ void reference(const WorkloadSpec& spec, ReduceOp op, std::vector<std::byte>* ou
 // Number of non-zero blocks of rank `rank`'s tensor.
 std::size_t nonzero_blocks(const WorkloadSpec& spec, int rank);
 
-// Element i of a tensor of `dtype` held as bytes, widened to double.
-double element_as_double(const std::vector<std::byte>& data, DataType dtype, std::size_t i);
-
 // Number of elements of `got` that differ from `want` (NaN equals NaN, -0 equals +0);
 // the first mismatch is described in *first when non-null.
 std::size_t count_wrong(const std::vector<std::byte>& got, const std::vector<std::byte>& want, DataType dtype,
