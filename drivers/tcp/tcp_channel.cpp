@@ -23,6 +23,11 @@ constexpr int kMaxEventsPerPoll = 64;
 // iovec entries of a frame written straight from the caller's buffers (IOV_MAX is 1024); a
 // message gathered from more is queued whole.
 constexpr std::size_t kMaxWriteThroughEntries = 256;
+// Segments a peer's send queue holds (copied runs and references; a frame takes up to its
+// entries + 2): enough for the queue of copied frames, or 256 frames' payloads by reference.
+constexpr std::size_t kQueueSegments = 1024;
+// iovec entries per sendmsg of a queue: 32 frames of header and payload by reference.
+constexpr int kFlushEntries = 64;
 
 std::size_t next_power_of_two(std::size_t n) {
   std::size_t p = 1;
@@ -49,7 +54,7 @@ Status TcpChannel::create(std::uint32_t index, std::uint32_t max_message, std::s
     peer.index = peers[i].index;
     peer.label = std::move(peers[i].label);
     peer.fd = peers[i].fd;  // owned (and closed) by the channel from here on, even on error
-    peer.queue = SendQueue(queue_bytes);
+    peer.queue = SendQueue(queue_bytes, kQueueSegments);
     peer.rx.reset(new std::byte[channel->rx_capacity_]);  // operator new[]: 16-byte aligned
     channel->slot_of_[peer.index] = static_cast<std::int32_t>(i);
   }
@@ -75,6 +80,14 @@ TcpChannel::~TcpChannel() {
 }
 
 SendResult TcpChannel::send(std::uint32_t peer, const struct iovec* iov, int iovcnt) {
+  return send_frame(peer, iov, iovcnt, nullptr);
+}
+
+SendResult TcpChannel::send(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory& user) {
+  return send_frame(peer, iov, iovcnt, &user);
+}
+
+SendResult TcpChannel::send_frame(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory* user) {
   if (!error_.ok()) return SendResult::error;
   if (peer >= slot_of_.size() || slot_of_[peer] < 0) {
     error_ = Status(ErrorCode::invalid_argument, "send to process " + std::to_string(peer) +
@@ -91,7 +104,11 @@ SendResult TcpChannel::send(std::uint32_t peer, const struct iovec* iov, int iov
     return SendResult::error;
   }
   const std::uint64_t bytes = frame_bytes(len);
-  if (target.queue.free_bytes() < bytes) return SendResult::no_resource;
+  // The entries queued by reference if they do not go out now; the others are copied.
+  std::uint64_t referenced = 0;
+  for (int i = 0; i < iovcnt; ++i)
+    if (by_reference(iov[i], user)) referenced += iov[i].iov_len;
+  if (!target.queue.can_take(bytes - referenced, static_cast<std::size_t>(iovcnt) + 2)) return SendResult::no_resource;
   const FrameHeader header{htole32(static_cast<std::uint32_t>(len)), 0};
   static constexpr std::byte kZeros[8] = {};
   const std::size_t padding = bytes - sizeof header - len;
@@ -116,15 +133,29 @@ SendResult TcpChannel::send(std::uint32_t peer, const struct iovec* iov, int iov
         skip -= part.iov_len;
         continue;
       }
-      target.queue.push(static_cast<const std::byte*>(part.iov_base) + skip, part.iov_len - skip);
+      const struct iovec rest = {static_cast<std::byte*>(part.iov_base) + skip, part.iov_len - skip};
+      queue_part(target, rest, by_reference(part, user));
       skip = 0;
     }
     return SendResult::ok;
   }
   target.queue.push(&header, sizeof header);
-  for (int i = 0; i < iovcnt; ++i) target.queue.push(iov[i].iov_base, iov[i].iov_len);
+  for (int i = 0; i < iovcnt; ++i) queue_part(target, iov[i], by_reference(iov[i], user));
   target.queue.push(kZeros, padding);
   return SendResult::ok;
+}
+
+bool TcpChannel::by_reference(const struct iovec& part, const UserMemory* user) {
+  if (user == nullptr || part.iov_len < kMinReference) return false;
+  const auto* begin = static_cast<const std::byte*>(part.iov_base);
+  return begin >= user->base && begin + part.iov_len <= user->base + user->len;
+}
+
+void TcpChannel::queue_part(Peer& peer, const struct iovec& part, bool reference) {
+  if (reference)
+    peer.queue.push_reference(part.iov_base, part.iov_len);
+  else
+    peer.queue.push(part.iov_base, part.iov_len);
 }
 
 std::size_t TcpChannel::write_through(Peer& peer, const struct iovec* frame, int count, std::size_t bytes) {
@@ -198,9 +229,17 @@ bool TcpChannel::flushed() {
     if (peer.writable && peer.write_errno == 0 && !peer.queue.empty()) flush(peer);
     // A peer that is gone will never take its queue: that must not hold teardown up.
     const bool gone = peer.closed || peer.read_errno != 0 || peer.write_errno != 0;
-    all_empty = all_empty && (peer.queue.empty() || gone);
+    if (gone) peer.queue.clear();  // and nothing of a caller's memory is read after this returns
+    all_empty = all_empty && peer.queue.empty();
   }
   return all_empty;
+}
+
+bool TcpChannel::user_memory_released() {
+  if (!error_.ok()) return true;  // nothing queued is written after an error
+  for (const Peer& peer : peers_)
+    if (peer.queue.holds_references()) return flushed();
+  return true;
 }
 
 void TcpChannel::wait_events() {
@@ -217,11 +256,12 @@ void TcpChannel::wait_events() {
 
 void TcpChannel::flush(Peer& peer) {
   while (!peer.queue.empty()) {
-    struct iovec iov[2];
+    struct iovec iov[kFlushEntries];
     msghdr message{};
     message.msg_iov = iov;
-    message.msg_iovlen = static_cast<std::size_t>(peer.queue.readable(iov));
-    const std::size_t wanted = iov[0].iov_len + (message.msg_iovlen == 2 ? iov[1].iov_len : 0);
+    message.msg_iovlen = static_cast<std::size_t>(peer.queue.readable(iov, kFlushEntries));
+    std::size_t wanted = 0;
+    for (std::size_t i = 0; i < message.msg_iovlen; ++i) wanted += iov[i].iov_len;
     const ssize_t sent = sendmsg(peer.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent >= 0) {
       peer.queue.consume(static_cast<std::size_t>(sent));

@@ -1,6 +1,8 @@
 // One tcp channel: a connection to each peer, one epoll, edge-triggered.
 //
-// send() copies the frame into the peer's SendQueue (no syscall). poll():
+// send() writes the first frame of a burst straight from the caller's buffers when nothing is
+// queued ahead of it, and queues the rest in the peer's SendQueue: copied, or by reference for
+// send(…, UserMemory), which takes any memory (no registration). poll():
 //   1. compacts receive buffers (messages handed out last time are released now),
 //   2. writes queued frames of writable peers (one sendmsg each),
 //   3. hands out complete frames already buffered,
@@ -34,6 +36,9 @@ class TcpChannel final : public Channel {
 
   std::uint32_t max_message() const override { return max_message_; }
   SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt) override;
+  SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory& user) override;
+  bool user_memory_released() override;
+  bool sends_any_memory_in_place() const override { return true; }
   int poll(ReceivedMessage* out, int max) override;
   bool flushed() override;
   const Status& error() const override { return error_; }
@@ -64,6 +69,12 @@ class TcpChannel final : public Channel {
   int wait_fd() override { return epoll_; }
 
  private:
+  // Entries of at least this many bytes inside the caller's UserMemory are queued by reference;
+  // a smaller one costs more as an iovec of its own than as a copy.
+  static constexpr std::size_t kMinReference = 4096;
+  SendResult send_frame(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory* user);
+  static bool by_reference(const struct iovec& part, const UserMemory* user);
+  static void queue_part(Peer& peer, const struct iovec& part, bool reference);
   void flush(Peer& peer);                   // sendmsg of queued bytes
   // sendmsg of a frame straight from the caller's iovec when nothing is queued ahead of it;
   // returns the bytes the socket took (the caller queues the rest).

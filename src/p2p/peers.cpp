@@ -30,6 +30,7 @@ constexpr std::size_t kStashKeepBytes = std::size_t{1} << 20;
 Peers::Peers(transport::Channel* channel, std::uint32_t rank, std::uint32_t size, bool yield_when_waiting)
     : channel_(channel), rank_(rank), size_(size), yield_(yield_when_waiting), mailbox_(rank, size) {
   if (channel_ != nullptr) fragment_payload_ = (channel_->max_message() - sizeof(PeerHeader)) / 8 * 8;
+  sends_in_place_ = channel_ != nullptr && channel_->sends_any_memory_in_place();
   sends_.reserve(64);
   recvs_.reserve(64);
 }
@@ -400,7 +401,11 @@ bool Peers::progress_sends() {
       PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::data), 0, signature_, root_, seq_,
                    s.tag, s.bytes, s.offset};
       struct iovec iov[2] = {{&h, sizeof h}, {const_cast<std::byte*>(s.data + s.offset), len}};
-      const transport::SendResult r = channel_->send(s.peer, iov, len ? 2 : 1);
+      // The step ends only once the channel is flushed (step_complete), and until then the
+      // algorithm leaves what it sends unchanged: a transport that can may read it in place.
+      const transport::SendResult r =
+          sends_in_place_ ? channel_->send(s.peer, iov, len ? 2 : 1, transport::UserMemory{s.data, s.bytes, 0})
+                          : channel_->send(s.peer, iov, len ? 2 : 1);
       if (r == transport::SendResult::no_resource) break;
       if (r == transport::SendResult::error) {
         fail(Status(ErrorCode::peer_failure, what_ + ": sending to " + peer_name(s.peer) + " failed: " +

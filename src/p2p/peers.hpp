@@ -60,7 +60,9 @@ class Peers {
   // messages meeting: each algorithm numbers its tags from 0.
   void set_tag_base(std::uint32_t base) noexcept { tag_base_ = base; }
 
-  // --- posting (non-blocking; buffers stay valid until the awaited wait() ends) --------------
+  // --- posting (non-blocking; buffers stay valid until the awaited wait() ends, and what a step
+  // sends stays unchanged until then: a receive of the same step never writes into it, since
+  // the transport may read it in place while the step runs) ---------------------------------
   void send(std::uint32_t peer, std::uint32_t tag, const void* data, std::size_t bytes);
   // Receives exactly `bytes`; another size is a mismatch error.
   void recv(std::uint32_t peer, std::uint32_t tag, void* dst, std::size_t bytes);
@@ -200,6 +202,7 @@ class Peers {
   transport::Channel* channel_;
   std::uint32_t rank_, size_;
   bool yield_;
+  bool sends_in_place_ = false;  // the channel reads what a step sends in place (tcp)
   std::size_t fragment_payload_ = 0;  // bytes of payload per fragment (a multiple of 8)
 
   // The current collective; "-1" before the first, so what arrives before it begins is early,

@@ -88,6 +88,10 @@ class Channel {
   // True when no send that reads user memory in place is still in flight. The engine holds an
   // operation's completion until then, so the caller may reuse or free its buffer afterwards.
   virtual bool user_memory_released() { return true; }
+  // True when send(…, UserMemory) reads any memory in place, registered or not (tcp: sendmsg
+  // copies straight from it into the socket): a caller that keeps a buffer unchanged until
+  // flushed() may pass UserMemory{buffer, bytes} for it without registering it.
+  virtual bool sends_any_memory_in_place() const { return false; }
   // Progresses sends and returns up to `max` received messages (0 if none), or -1 on error
   // (a peer died or closed, a corrupt frame): error() says which peer and why.
   virtual int poll(ReceivedMessage* out, int max) = 0;

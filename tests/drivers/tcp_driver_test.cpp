@@ -387,18 +387,147 @@ TEST(DriverTcp, FramesBeforeACorruptFrameAreDelivered) {
 // An empty message's iovec may have a null base (the conformance suite sends one): pushing it
 // must copy nothing and not hand the null pointer to memcpy (UBSan in scripts/sanitize).
 TEST(DriverTcp, SendQueueTakesAnEmptyPushFromNull) {
-  transport::tcp::SendQueue queue(16);
+  transport::tcp::SendQueue queue(16, 8);
   queue.push(nullptr, 0);
+  queue.push_reference(nullptr, 0);
   EXPECT_TRUE(queue.empty());
   const char bytes[12] = {'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l'};
   queue.push(bytes, sizeof bytes);
   queue.consume(10);
   queue.push(nullptr, 0);
   queue.push(bytes, 8);  // wraps around the end of the ring
-  struct iovec iov[2];
-  ASSERT_EQ(queue.readable(iov), 2);
+  struct iovec iov[4];
+  ASSERT_EQ(queue.readable(iov, 4), 2);
   EXPECT_EQ(iov[0].iov_len + iov[1].iov_len, 10u);
-  EXPECT_EQ(queue.free_bytes(), 6u);
+  EXPECT_TRUE(queue.can_take(6, 1));
+  EXPECT_FALSE(queue.can_take(7, 1));
+}
+
+// The bytes a queue hands to sendmsg, at most `max` iovecs per call, consumed `step` at a time.
+std::string drain(transport::tcp::SendQueue& queue, int max, std::size_t step) {
+  std::string out;
+  while (!queue.empty()) {
+    struct iovec iov[8];
+    const int n = queue.readable(iov, max);
+    std::string batch;
+    for (int i = 0; i < n; ++i) batch.append(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len);
+    const std::size_t take = std::min(step, batch.size());
+    out += batch.substr(0, take);
+    queue.consume(take);
+  }
+  return out;
+}
+
+// Copies and references leave in the order they were queued, whatever the iovec limit and
+// however the socket cuts the writes; a reference is read from the caller's memory at write time
+// (that is what saves the copy), and the queue holds one until the write passed its last byte.
+TEST(DriverTcp, SendQueueKeepsCopiesAndReferencesInOrder) {
+  for (int max : {2, 3, 8})
+    for (std::size_t step : {1u, 5u, 64u}) {
+      transport::tcp::SendQueue queue(16, 8);
+      std::string payload = "REFERENCED-PAYLOAD";
+      queue.push("head", 4);
+      queue.push_reference(payload.data(), payload.size());
+      queue.push("pad", 3);
+      queue.push("next", 4);  // one copied run with "pad"
+      queue.push_reference(payload.data(), 4);
+      EXPECT_TRUE(queue.holds_references());
+      payload[0] = 'r';  // changed before the write: the write reads the memory as it is then
+      EXPECT_EQ(drain(queue, max, step), "headrEFERENCED-PAYLOADpadnextrEFE") << "max " << max << " step " << step;
+      EXPECT_FALSE(queue.holds_references());
+    }
+}
+
+// A copied run that wraps around the ring's end takes two iovecs; with room for one, the rest of
+// it comes in the next call.
+TEST(DriverTcp, SendQueueSplitsAWrappedRunAcrossCalls) {
+  transport::tcp::SendQueue queue(8, 4);
+  queue.push("123456", 6);
+  queue.consume(6);
+  queue.push("abcdef", 6);  // 2 bytes at the end of the ring, 4 at its start
+  struct iovec iov[2];
+  ASSERT_EQ(queue.readable(iov, 2), 2);
+  EXPECT_EQ(iov[0].iov_len, 2u);
+  EXPECT_EQ(drain(queue, 2, 1), "abcdef");
+}
+
+// A connected pair of tcp channels over a socketpair: `sender` (process 0) and `receiver` (1).
+struct ChannelPair {
+  std::unique_ptr<transport::tcp::TcpChannel> sender, receiver;
+  ChannelPair() {
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return;
+    std::vector<transport::tcp::PeerConnection> a(1), b(1);
+    a[0] = {1, "rank 1", fds[0]};
+    b[0] = {0, "rank 0", fds[1]};
+    if (!transport::tcp::TcpChannel::create(0, 65536, 2, std::move(a), &sender).ok()) sender.reset();
+    if (!transport::tcp::TcpChannel::create(1, 65536, 2, std::move(b), &receiver).ok()) receiver.reset();
+  }
+};
+
+// send(…, UserMemory) over tcp queues the caller's memory by reference, without registration:
+// far more bytes than the socket and the copy queue hold go out intact and in order, and
+// user_memory_released() is false until they have all left.
+TEST(DriverTcp, SendsReadTheCallersMemoryInPlaceUntilFlushed) {
+  ChannelPair pair;
+  ASSERT_TRUE(pair.sender && pair.receiver);
+  EXPECT_TRUE(pair.sender->sends_any_memory_in_place());
+  constexpr std::size_t kFrames = 128, kPayload = 60000;  // 7.7 MB: above the 2 MiB copy queue
+  std::vector<std::uint8_t> data(kFrames * kPayload);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 2654435761u >> 13);
+  const transport::UserMemory user{reinterpret_cast<const std::byte*>(data.data()), data.size(), 0};
+  std::size_t sent = 0, received = 0;
+  bool released_before_end = true;
+  std::vector<std::uint8_t> got;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  while ((received < kFrames || !pair.sender->flushed()) && Clock::now() < deadline) {
+    while (sent < kFrames) {
+      std::uint32_t tag = static_cast<std::uint32_t>(sent);
+      struct iovec iov[2] = {{&tag, sizeof tag}, {data.data() + sent * kPayload, kPayload}};
+      const transport::SendResult r = pair.sender->send(1, iov, 2, user);
+      ASSERT_NE(r, transport::SendResult::error) << pair.sender->error().to_string();
+      if (r == transport::SendResult::no_resource) break;
+      ++sent;
+    }
+    if (received + 8 < kFrames) released_before_end = released_before_end && pair.sender->user_memory_released();
+    ReceivedMessage msgs[16];
+    ASSERT_GE(pair.sender->poll(msgs, 16), 0) << pair.sender->error().to_string();
+    const int n = pair.receiver->poll(msgs, 16);
+    ASSERT_GE(n, 0) << pair.receiver->error().to_string();
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(msgs[i].size, sizeof(std::uint32_t) + kPayload);
+      std::uint32_t tag = 0;
+      std::memcpy(&tag, msgs[i].data, sizeof tag);
+      ASSERT_EQ(tag, received) << "frames out of order";
+      const auto* payload = reinterpret_cast<const std::uint8_t*>(msgs[i].data) + sizeof tag;
+      got.insert(got.end(), payload, payload + kPayload);
+      ++received;
+    }
+  }
+  ASSERT_EQ(received, kFrames);
+  EXPECT_TRUE(got == data) << "a frame's payload differs from the caller's memory";
+  EXPECT_FALSE(released_before_end) << "frames were queued by reference, so the memory was in use";
+  EXPECT_TRUE(pair.sender->user_memory_released());
+}
+
+// A peer that is gone never takes its queue: the caller's memory is released (nothing reads it
+// afterwards), so a collective that fails on a dead peer does not hold the caller's buffer.
+TEST(DriverTcp, ADeadPeerReleasesTheCallersMemory) {
+  ChannelPair pair;
+  ASSERT_TRUE(pair.sender && pair.receiver);
+  std::vector<std::byte> data(8 * 1024 * 1024);
+  const transport::UserMemory user{data.data(), data.size(), 0};
+  for (std::size_t off = 0; off + 60000 <= data.size(); off += 60000) {
+    struct iovec iov = {data.data() + off, 60000};
+    if (pair.sender->send(1, &iov, 1, user) != transport::SendResult::ok) break;
+  }
+  ReceivedMessage msgs[4];
+  (void)pair.sender->poll(msgs, 4);
+  EXPECT_FALSE(pair.sender->user_memory_released()) << "the socket cannot hold 8 MiB";
+  pair.receiver.reset();  // closes its end
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!pair.sender->user_memory_released() && Clock::now() < deadline) (void)pair.sender->poll(msgs, 4);
+  EXPECT_TRUE(pair.sender->user_memory_released());
 }
 
 }  // namespace
