@@ -39,6 +39,9 @@ class TcpChannel final : public Channel {
   SendResult send(std::uint32_t peer, const struct iovec* iov, int iovcnt, const UserMemory& user) override;
   bool user_memory_released() override;
   bool sends_any_memory_in_place() const override { return true; }
+  void stop_reading_user_memory() override {
+    for (Peer& peer : peers_) peer.queue.own_references();
+  }
   int poll(ReceivedMessage* out, int max) override;
   bool flushed() override;
   const Status& error() const override { return error_; }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 namespace sparcoll::transport::tcp {
 
@@ -32,6 +33,20 @@ class SendQueue {
   }
   // Whether some caller's memory is still queued by reference.
   bool holds_references() const { return references_ != 0; }
+  // Copies what is queued by reference, so that the callers may take their memory back now (a
+  // collective that failed, whose frames may leave much later or never). Allocates: for the
+  // failure path only.
+  void own_references() {
+    for (std::uint64_t s = segment_head_; s != segment_tail_ && references_ != 0; ++s) {
+      Segment& seg = segments_[s & (segment_capacity_ - 1)];
+      if (seg.external == nullptr || seg.owned) continue;
+      owned_.emplace_back(new std::byte[seg.len]);
+      std::memcpy(owned_.back().get(), seg.external, seg.len);
+      seg.external = owned_.back().get();
+      seg.owned = true;
+      --references_;
+    }
+  }
 
   // Appends a copy of len bytes; the caller checked can_take.
   void push(const void* bytes, std::size_t len) {
@@ -47,12 +62,12 @@ class SendQueue {
       last().len += len;
       return;
     }
-    segments_[segment_tail_++ & (segment_capacity_ - 1)] = Segment{nullptr, len};
+    segments_[segment_tail_++ & (segment_capacity_ - 1)] = Segment{nullptr, len, false};
   }
   // Appends len bytes of the caller's memory by reference; the caller checked can_take.
   void push_reference(const void* bytes, std::size_t len) {
     if (len == 0) return;
-    segments_[segment_tail_++ & (segment_capacity_ - 1)] = Segment{static_cast<const std::byte*>(bytes), len};
+    segments_[segment_tail_++ & (segment_capacity_ - 1)] = Segment{static_cast<const std::byte*>(bytes), len, false};
     ++references_;
   }
 
@@ -90,11 +105,12 @@ class SendQueue {
       head_offset_ += take;
       len -= take;
       if (head_offset_ == seg.len) {
-        if (seg.external != nullptr) --references_;
+        if (seg.external != nullptr && !seg.owned) --references_;
         ++segment_head_;
         head_offset_ = 0;
       }
     }
+    if (empty() && !owned_.empty()) owned_.clear();
   }
   // Forgets everything queued (a peer that is gone will never take it).
   void clear() {
@@ -102,12 +118,14 @@ class SendQueue {
     segment_head_ = segment_tail_;
     head_offset_ = 0;
     references_ = 0;
+    owned_.clear();
   }
 
  private:
   struct Segment {
-    const std::byte* external;  // the caller's memory, or null: the next len bytes of the ring
+    const std::byte* external;  // the caller's memory (or its copy), or null: the next len bytes of the ring
     std::size_t len;
+    bool owned;                 // external is a copy in owned_ (own_references)
   };
   Segment& last() { return segments_[(segment_tail_ - 1) & (segment_capacity_ - 1)]; }
 
@@ -120,7 +138,8 @@ class SendQueue {
   std::uint64_t segment_head_ = 0;
   std::uint64_t segment_tail_ = 0;
   std::size_t head_offset_ = 0;  // bytes of the first segment already written
-  std::size_t references_ = 0;   // reference segments queued
+  std::size_t references_ = 0;   // reference segments queued (not owned)
+  std::vector<std::unique_ptr<std::byte[]>> owned_;  // copies made by own_references, freed once empty
 };
 
 }  // namespace sparcoll::transport::tcp

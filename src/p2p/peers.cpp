@@ -103,6 +103,9 @@ void Peers::fail(Status s) {
   if (failed_) return;
   failed_ = true;
   failure_ = std::move(s);
+  // The collective ends now, and its caller takes its buffers back while frames read in place
+  // may still be queued for a peer that is slow, stuck or about to abort too.
+  if (sends_in_place_) channel_->stop_reading_user_memory();
 }
 
 void Peers::send(std::uint32_t peer, std::uint32_t tag, const void* data, std::size_t bytes) {

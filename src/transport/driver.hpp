@@ -92,6 +92,10 @@ class Channel {
   // copies straight from it into the socket): a caller that keeps a buffer unchanged until
   // flushed() may pass UserMemory{buffer, bytes} for it without registering it.
   virtual bool sends_any_memory_in_place() const { return false; }
+  // Makes queued sends stop reading the callers' memory in place (tcp copies what is still
+  // queued), so a caller whose collective failed may take its buffers back at once, though the
+  // sends leave later or never. Drivers whose NIC reads the memory cannot; they do nothing.
+  virtual void stop_reading_user_memory() {}
   // Progresses sends and returns up to `max` received messages (0 if none), or -1 on error
   // (a peer died or closed, a corrupt frame): error() says which peer and why.
   virtual int poll(ReceivedMessage* out, int max) = 0;

@@ -510,6 +510,41 @@ TEST(DriverTcp, SendsReadTheCallersMemoryInPlaceUntilFlushed) {
   EXPECT_TRUE(pair.sender->user_memory_released());
 }
 
+// A collective that fails gives the caller its buffers back at once, while its frames may still
+// be queued: stop_reading_user_memory() copies them, and the peer gets the bytes as they were.
+TEST(DriverTcp, AFailedCollectiveTakesItsQueuedBytesOutOfTheCallersMemory) {
+  ChannelPair pair;
+  ASSERT_TRUE(pair.sender && pair.receiver);
+  constexpr std::size_t kFrames = 96, kPayload = 60000;
+  std::vector<std::uint8_t> data(kFrames * kPayload, 0xab);
+  const transport::UserMemory user{reinterpret_cast<const std::byte*>(data.data()), data.size(), 0};
+  std::size_t sent = 0;
+  for (; sent < kFrames; ++sent) {
+    struct iovec iov = {data.data() + sent * kPayload, kPayload};
+    if (pair.sender->send(1, &iov, 1, user) != transport::SendResult::ok) break;
+  }
+  ASSERT_GT(sent, 40u);
+  ASSERT_FALSE(pair.sender->user_memory_released());
+  pair.sender->stop_reading_user_memory();
+  EXPECT_TRUE(pair.sender->user_memory_released());
+  std::fill(data.begin(), data.end(), 0);  // the caller reuses its buffer
+  std::size_t received = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  ReceivedMessage msgs[16];
+  while (received < sent && Clock::now() < deadline) {
+    ASSERT_GE(pair.sender->poll(msgs, 16), 0);
+    const int n = pair.receiver->poll(msgs, 16);
+    ASSERT_GE(n, 0);
+    for (int i = 0; i < n; ++i, ++received) {
+      ASSERT_EQ(msgs[i].size, kPayload);
+      const auto* p = reinterpret_cast<const std::uint8_t*>(msgs[i].data);
+      ASSERT_TRUE(std::all_of(p, p + kPayload, [](std::uint8_t b) { return b == 0xab; })) << "frame " << received;
+    }
+  }
+  EXPECT_EQ(received, sent);
+  EXPECT_TRUE(pair.sender->flushed());
+}
+
 // A peer that is gone never takes its queue: the caller's memory is released (nothing reads it
 // afterwards), so a collective that fails on a dead peer does not hold the caller's buffer.
 TEST(DriverTcp, ADeadPeerReleasesTheCallersMemory) {

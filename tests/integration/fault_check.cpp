@@ -327,6 +327,14 @@ int main(int argc, char** argv) {
     } else if (scenario == "ring_count_mismatch") {
       comm->allreduce(data.data(), data.data(), culprit ? 4001 : 4000, DataType::f32, ReduceOp::sum,
                       sparcoll::Algorithm::ring);
+    } else if (scenario == "ring_big_count_mismatch") {
+      // Megabytes of the ring's first step are queued for the right neighbour when the mismatch
+      // fails it, read in place from this buffer over tcp, which is unmapped as the call throws:
+      // the queued frames must not read it afterwards (the next collectives would fail).
+      const std::size_t n = std::size_t{1} << 22;
+      std::vector<float> big(n + 1, 1.0f);
+      comm->allreduce(big.data(), big.data(), culprit ? n + 1 : n, DataType::f32, ReduceOp::sum,
+                      sparcoll::Algorithm::ring);
     } else if (scenario == "allgather_count_mismatch") {
       std::vector<float> all(std::size_t{1001} * static_cast<std::size_t>(comm->size()));
       comm->allgather(data.data(), all.data(), culprit ? 1001 : 1000, DataType::f32);
@@ -459,7 +467,8 @@ int main(int argc, char** argv) {
       if (rc == 0) std::printf("fault: rank %d: the hybrid still sums right\n", rank);
     }
     else if (scenario == "misaligned") rc = report(rank, e, ErrorCode::invalid_argument, culprit ? "not aligned" : "rank 1");
-    else if (scenario == "ring_count_mismatch" || scenario == "allgather_count_mismatch" ||
+    else if (scenario == "ring_count_mismatch" || scenario == "ring_big_count_mismatch" ||
+             scenario == "allgather_count_mismatch" ||
              scenario == "reduce_scatter_count_mismatch" || scenario == "broadcast_count_mismatch" ||
              scenario == "reduce_count_mismatch" || scenario == "gather_count_mismatch" ||
              scenario == "scatter_count_mismatch" || scenario == "all_to_all_count_mismatch")

@@ -52,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(
 // that can see it and leaves the communicator usable; a death or a stall fails every survivor.
 INSTANTIATE_TEST_SUITE_P(
     PeerToPeer, Fault,
-    ::testing::Combine(::testing::Values("ring_count_mismatch", "allgather_count_mismatch",
+    ::testing::Combine(::testing::Values("ring_count_mismatch", "ring_big_count_mismatch", "allgather_count_mismatch",
                                          "reduce_scatter_count_mismatch", "broadcast_count_mismatch",
                                          "broadcast_bad_root", "broadcast_root_disagree", "broadcast_skipped",
                                          "p2p_null_buffer", "ring_die", "ring_hang", "reduce_count_mismatch",
