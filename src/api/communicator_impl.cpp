@@ -445,7 +445,8 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   //     more than they save (on dense data it moves what dense recursive doubling moves, 3-8%
   //     slower; at 50% density up to 2x faster). Its bytes grow with log2(p) while the ring's
   //     stay under 2x the tensor, so the limit halves with each doubling of the ranks above 2
-  //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB) and the
+  //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB), and once
+  //     more over shm (below), and the
   //     dense algorithm below stripes (the butterfly at 4 and 8 ranks, else the ring:
   //     algo::dense_algorithm_below_stripes) takes the rest of the small range;
   //   - anything larger: the hybrid, which decides from every rank's sampled densities: below
@@ -467,8 +468,13 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   if (size() == 1) return Algorithm::block_sparse;
   const std::size_t esize = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype_size(dtype) : 4;
   if (count <= options_.small_tensor_bytes / esize) {
-    const int doublings = std::bit_width(size() - 1u);  // ceil(log2 p) for p >= 2
-    return count <= (options_.small_tensor_bytes >> (doublings - 1)) / esize
+    // Halved per doubling of the ranks above 2 (ceil(log2 p) - 1 times), and once more over shm,
+    // where no wire's latency hides block recursive doubling's packing and merging passes: on
+    // dense data it took twice the butterfly's time there at the upper half of the range (2 ranks,
+    // 64 KiB: 25.6 against 11.8 us; 4 ranks, 32 KiB: 61 against 32), while over tcp it was as
+    // fast or faster at 4 ranks at every density (docs/algorithms.md, "auto").
+    const int halvings = std::bit_width(size() - 1u) - 1 + (transport() == "shm" ? 1 : 0);
+    return count <= (options_.small_tensor_bytes >> halvings) / esize
                ? Algorithm::block_recursive_doubling
                : algo::dense_algorithm_below_stripes(size());
   }
