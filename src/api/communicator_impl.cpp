@@ -438,17 +438,18 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   if (dtype_valid(static_cast<std::uint8_t>(dtype)) && dtype_is_wide(dtype))
     return size() > 1 && count * 8 <= options_.small_tensor_bytes ? Algorithm::recursive_doubling : Algorithm::ring;
   // auto decides from what every rank already has, the same on every rank (count, dtype and
-  // SPARCOLL_SMALL_TENSOR_BYTES are), with no message and no pass over the data:
+  // SPARCOLL_SMALL_TENSOR_BYTES are, and the transport every process joined with), with no
+  // message and no pass over the data:
   //   - one rank: block-sparse, which copies;
   //   - a small tensor: block recursive doubling, log2(p) exchanges of the non-zero blocks seen
   //     so far, where latency outweighs bytes and lanes, windows and the density decision cost
   //     more than they save (on dense data it moves what dense recursive doubling moves, 3-8%
   //     slower; at 50% density up to 2x faster). Its bytes grow with log2(p) while the ring's
   //     stay under 2x the tensor, so the limit halves with each doubling of the ranks above 2
-  //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB), and once
-  //     more over shm (below), and the
-  //     dense algorithm below stripes (the butterfly at 4 and 8 ranks, else the ring:
-  //     algo::dense_algorithm_below_stripes) takes the rest of the small range;
+  //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB) and once
+  //     more over shm (below); the dense algorithm below stripes (the butterfly at 4 and 8
+  //     ranks, else the ring: algo::dense_algorithm_below_stripes) takes the rest of the small
+  //     range;
   //   - anything larger: the hybrid, which decides from every rank's sampled densities: below
   //     SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block recursive doubling or that dense
   //     algorithm (over tcp at 1 MiB: 52-239 us against the ring's 383-398 at 1-30% density, 2
