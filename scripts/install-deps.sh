@@ -35,6 +35,9 @@ packages=(
   libopenblas0-pthread manpages manpages-dev
   # scripts/check-fresh-install: a clean Debian 12 root to prove these two commands on
   mmdebstrap
+  # the profiler docs/perf.md's profiles are taken with (perf record -a -g; software clock
+  # events, since the VMs here expose no hardware counters)
+  linux-perf
   # fuzzing (tests/fuzz, scripts/fuzz): clang, its runtimes with libFuzzer and the sanitizers,
   # and llvm for the coverage report (llvm-profdata, llvm-cov) and symbolized sanitizer reports
   clang libclang-rt-14-dev llvm
