@@ -171,6 +171,7 @@ class DpdkChannel final : public Channel {
   const Status& error() const override { return error_; }
   // Each thread that polls registers as an lcore and keeps mempool caches: one owner thread.
   bool any_thread() const override { return false; }
+  bool acknowledges_when_polled() const override { return true; }
   // DpdkCounters by their field names: packets_sent, packets_received, retransmitted,
   // dropped_invalid, duplicates, dropped_by_hook.
   ChannelCounters counters() const override;

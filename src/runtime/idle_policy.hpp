@@ -26,6 +26,10 @@ enum class Waiting : std::uint8_t {
 struct Idle {
   Waiting waiting = Waiting::nothing;
   const std::atomic<std::uint32_t>* flag = nullptr;  // other_thread: the thread sleeps while it is 0
+  // other_thread: whether the thread's channel must be polled meanwhile (its peers' sends end
+  // only when it acknowledges them: Channel::acknowledges_when_polled). Else the thread sleeps
+  // until the flag's futex wakes it.
+  bool poll_meanwhile = true;
 };
 
 class IdlePolicy {

@@ -114,6 +114,11 @@ class Channel {
   // driver's peers are processes of this host, whose memory process_vm_readv copies from (after
   // a check at setup that every peer allowed it). The same on every process of a job.
   virtual bool reads_peer_memory() const { return false; }
+  // True when a peer's send to this channel ends only once this channel's poll() acknowledged
+  // it (a driver that resends lost frames: dpdk). A thread that owns such a channel keeps
+  // polling it while it waits for something else; other channels' peers need nothing from a
+  // channel that is not polled until its next use.
+  virtual bool acknowledges_when_polled() const { return false; }
   // Whether threads may take turns on this channel (one at a time, handing over through an
   // acquire/release pair). False where the driver keeps per-thread state (dpdk's lcore caches).
   virtual bool any_thread() const { return true; }

@@ -257,8 +257,12 @@ TEST_P(DriverConformance, CapabilitiesMatchTheChannels) {
   Status started = cluster.start();
   ASSERT_TRUE(started.ok()) << started.to_string();
   for (std::uint32_t self = 0; self < 2; ++self)
-    for (std::uint32_t c = 0; c < 2; ++c)
+    for (std::uint32_t c = 0; c < 2; ++c) {
       EXPECT_EQ(cluster.driver(self).channel(c).wait_fd() >= 0, caps.events) << "process " << self << " channel " << c;
+      // A driver that resends lost frames needs the receiver's acknowledgements.
+      EXPECT_EQ(cluster.driver(self).channel(c).acknowledges_when_polled(), caps.recovers_loss)
+          << "process " << self << " channel " << c;
+    }
   std::vector<std::byte> buffer(1 << 16);
   transport::UserMemory memory;
   if (!caps.zero_copy) {
