@@ -23,12 +23,16 @@ std::uint32_t mask_blocks(std::uint32_t mask, std::uint64_t blocks) {
 }
 
 std::uint32_t sample_stripe_mask(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                                 std::uint64_t first, std::uint64_t blocks) {
+                                 std::uint64_t first, std::uint64_t blocks, std::uint64_t phase) {
   const std::size_t esize = dtype_size(dtype);
   const auto* bytes = static_cast<const std::byte*>(data);
   const std::uint64_t samples = stripe_samples(blocks);
-  // The middle of the i-th of `samples` equal parts: every block when samples == blocks.
-  const auto sampled = [&](std::uint64_t i) { return first + (blocks * i + blocks / 2) / samples; };
+  if (samples == 0) return 0;
+  if (phase == kMiddlePhase) phase = blocks / 2;
+  phase %= blocks;
+  // A block of the i-th of `samples` equal parts (the middle one by default): every block when
+  // samples == blocks.
+  const auto sampled = [&](std::uint64_t i) { return first + (blocks * i + phase) / samples; };
   // The sampled blocks lie pages apart, so each read would wait for its own cache and TLB
   // misses in turn (85 us for 1024 blocks of a 16 MiB tensor, 10% of a 2-rank allreduce at
   // 0.1% density): ask for all of the stripe's blocks first, so that their misses overlap.
@@ -47,8 +51,8 @@ std::uint32_t sample_stripe_mask(const void* data, std::size_t count, DataType d
 }
 
 std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                                  std::uint64_t first, std::uint64_t blocks) {
-  return mask_blocks(sample_stripe_mask(data, count, dtype, block_elems, first, blocks), blocks);
+                                  std::uint64_t first, std::uint64_t blocks, std::uint64_t phase) {
+  return mask_blocks(sample_stripe_mask(data, count, dtype, block_elems, first, blocks, phase), blocks);
 }
 
 namespace {
@@ -59,7 +63,8 @@ void sample_every_stripe(const void* data, std::size_t count, DataType dtype, st
                          std::uint32_t stripe_blocks, std::uint32_t* out) {
   const std::uint64_t nblocks = block::block_count(count, block_elems);
   for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s)
-    out[s] = PerStripe(data, count, dtype, block_elems, first, std::min<std::uint64_t>(stripe_blocks, nblocks - first));
+    out[s] = PerStripe(data, count, dtype, block_elems, first, std::min<std::uint64_t>(stripe_blocks, nblocks - first),
+                       kMiddlePhase);
 }
 
 }  // namespace
@@ -143,22 +148,27 @@ std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_
   return 101;
 }
 
-void result_decisions(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
-                      std::uint32_t stripe_blocks, std::uint32_t threshold_percent, bool whole_tensor,
-                      std::vector<std::uint64_t>* decisions) {
-  decisions->assign(whole_tensor ? 1 : (stripes + 63) / 64, 0);
-  if (nblocks == 0) return;
-  if (whole_tensor) {
-    std::uint64_t nonzero = 0;
-    for (std::uint32_t s = 0; s < stripes; ++s) nonzero += counts[s];
-    (*decisions)[0] = std::min<std::uint64_t>(nonzero, nblocks) * 100 / nblocks >= threshold_percent ? 1 : 0;
-    return;
-  }
+bool result_calls_for_dense(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
+                            std::uint32_t threshold_percent) {
+  if (nblocks == 0) return false;
+  std::uint64_t nonzero = 0;
+  for (std::uint32_t s = 0; s < stripes; ++s) nonzero += counts[s];
+  return std::min<std::uint64_t>(nonzero, nblocks) * 100 / nblocks >= threshold_percent;
+}
+
+void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>& plan, std::uint32_t stripes,
+                   std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t dense_percent,
+                   std::vector<std::uint64_t>* next) {
+  next->assign((stripes + 63) / 64, 0);
   for (std::uint32_t s = 0; s < stripes; ++s) {
     const std::uint64_t first = std::uint64_t{s} * stripe_blocks;
+    if (first >= nblocks) break;
     const std::uint64_t blocks = std::min<std::uint64_t>(stripe_blocks, nblocks - first);
-    if (std::min<std::uint64_t>(counts[s], blocks) * 100 / blocks >= threshold_percent)
-      (*decisions)[s / 64] |= std::uint64_t{1} << (s % 64);
+    const bool was_dense = s / 64 < plan.size() && ((plan[s / 64] >> (s % 64)) & 1);
+    const std::uint32_t threshold =
+        was_dense ? dense_percent - std::min(dense_percent, kFollowHysteresisPercent) : dense_percent;
+    if (std::min<std::uint64_t>(counts[s], blocks) * 100 >= std::uint64_t{threshold} * blocks)
+      (*next)[s / 64] |= std::uint64_t{1} << (s % 64);
   }
 }
 

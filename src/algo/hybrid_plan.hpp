@@ -14,6 +14,8 @@ namespace sparcoll::algo {
 
 // Blocks sampled per stripe to estimate its density (every block of a shorter stripe).
 constexpr std::uint32_t kStripeSamples = 32;
+// The sample's phase that takes the middle block of each part of the stripe.
+constexpr std::uint64_t kMiddlePhase = ~std::uint64_t{0};
 
 // counts[s] = an estimate of the non-zero blocks of stripe s of `data` (count elements of
 // dtype, blocks of block_elems, stripes of stripe_blocks blocks), from kStripeSamples blocks
@@ -23,15 +25,18 @@ constexpr std::uint32_t kStripeSamples = 32;
 // only the sparse ones are scanned, once the plan is known.
 void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                           std::uint32_t stripe_blocks, std::uint32_t* counts);
-// The same estimate for one stripe: `blocks` blocks from block `first`.
+// The same estimate for one stripe: `blocks` blocks from block `first`. The i-th sample is a
+// block of the i-th of kStripeSamples equal parts of the stripe, `phase` (0 to blocks - 1; by
+// default the middle) saying where in its part: a call that samples a stripe again at another
+// phase sees other blocks.
 std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                                  std::uint64_t first, std::uint64_t blocks);
+                                  std::uint64_t first, std::uint64_t blocks, std::uint64_t phase = kMiddlePhase);
 // Which of those samples are non-zero: bit i for the i-th sampled block of the stripe. Every rank
 // samples the same blocks, so the OR of several ranks' masks samples their union: what block
 // recursive doubling sends, which on real gradients is far below what independent supports would
 // give (workers share their hot rows).
 std::uint32_t sample_stripe_mask(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                                 std::uint64_t first, std::uint64_t blocks);
+                                 std::uint64_t first, std::uint64_t blocks, std::uint64_t phase = kMiddlePhase);
 void sample_stripe_masks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                          std::uint32_t stripe_blocks, std::uint32_t* masks);
 // The estimated non-zero blocks of a stripe of `blocks` blocks whose samples' mask is `mask`.
@@ -61,15 +66,28 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
 // other with independent supports; 101: never. Only multiplications: the same on every rank.
 std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent);
 
-// What a result says the plan should be, from its sampled counts of non-zero blocks per stripe
-// (sample_stripe_counts of the result: the union of every rank's blocks, the same bits on every
-// rank), compared in integers with threshold_percent: for a tensor split into stripes, bit s set
-// when stripe s is at least SPARCOLL_HYBRID_DENSE_PERCENT dense; for a whole tensor one bit, set
-// when the whole tensor is at least whole_tensor_dense_union_percent dense. PlanReuse keeps a
-// shape's table while these stay the same from one result to the next.
-void result_decisions(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
-                      std::uint32_t stripe_blocks, std::uint32_t threshold_percent, bool whole_tensor,
-                      std::vector<std::uint64_t>* decisions);
+// The plan the result of a call planned as `plan` calls for, for the next call of its shape: the
+// result's non-zero blocks per stripe (`counts`, the union of every rank's blocks, the same on
+// every rank) against dense_percent, in integers. A block-sparse stripe's count is exact (the
+// workers counted the result blocks they received): it goes dense when the count reaches the
+// threshold. A dense stripe's count is a sample of the result: it goes block-sparse only below
+// the threshold less kFollowHysteresisPercent, so that a stripe near the threshold does not turn
+// on the noise of 32 samples every call. A stripe the sample made dense by mistake (the exchanged
+// samples are as noisy: at 10% density per rank and 4 ranks, a union of 34% against a threshold
+// of 40, 7 stripes of 32 went dense) is sampled again at another phase each call, and a
+// block-sparse stripe below the threshold stays so: the plan settles on what the union is.
+constexpr std::uint32_t kFollowHysteresisPercent = 5;
+void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>& plan, std::uint32_t stripes,
+                   std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t dense_percent,
+                   std::vector<std::uint64_t>* next);
+
+// For a tensor sent whole: whether its result calls for the dense algorithm, from its sampled
+// counts of non-zero blocks per stripe (sample_stripe_counts of the result: the union of every
+// rank's blocks, the same bits on every rank): the whole tensor at least threshold_percent
+// (whole_tensor_dense_union_percent) dense, compared in integers. PlanReuse keeps a shape's
+// table while this stays the same from one result to the next.
+bool result_calls_for_dense(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
+                            std::uint32_t threshold_percent);
 
 // The dense algorithm for a tensor below SPARCOLL_HYBRID_MIN_BYTES: the butterfly (recursive
 // halving, then doubling: 2 log2(p) steps) when the ranks are a power of two above 2, else the

@@ -10,33 +10,45 @@ PlanReuse::Entry* PlanReuse::find(const PlanKey& key) {
   return nullptr;
 }
 
-const std::uint32_t* PlanReuse::reusable(const PlanKey& key, std::size_t table_size) {
-  ++calls_;
-  Entry* e = find(key);
-  if (e == nullptr) return nullptr;
+PlanReuse::Entry& PlanReuse::add(const PlanKey& key) {
+  Entry* e = nullptr;
+  if (entries_.size() < kShapes) {
+    e = &entries_.emplace_back();
+  } else {
+    e = &*std::min_element(entries_.begin(), entries_.end(),
+                           [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+  }
+  e->key = key;
+  e->trusted = false;  // one result says nothing about the next
   e->last_use = calls_;
-  if (!e->trusted || e->reuses >= max_reuses_ || e->table.size() != table_size) return nullptr;
-  return e->table.data();
+  e->reuses = 0;
+  e->table.clear();
+  e->last_called_dense = false;
+  e->next.clear();
+  e->last_union_percent = 0;
+  return *e;
 }
 
-void PlanReuse::record(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
-                       const std::vector<std::uint64_t>& decisions) {
+KeptPlan PlanReuse::reusable(const PlanKey& key, std::size_t table_size, bool whole_tensor) {
+  ++calls_;
+  Entry* e = find(key);
+  if (e == nullptr) return {};
+  e->last_use = calls_;
+  if (!e->trusted) return {};
+  if (!whole_tensor) return e->next.empty() ? KeptPlan{} : KeptPlan{nullptr, &e->next};
+  if (e->reuses >= max_reuses_ || e->table.size() != table_size) return {};
+  return KeptPlan{e->table.data(), nullptr};
+}
+
+void PlanReuse::record_whole(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
+                             bool dense) {
   if (max_reuses_ == 0) return;
   Entry* e = find(key);
   if (e == nullptr) {
     if (!exchanged) return;  // never: a reused table has an entry
-    if (entries_.size() < kShapes) {
-      entries_.emplace_back();
-      e = &entries_.back();
-    } else {
-      e = &*std::min_element(entries_.begin(), entries_.end(),
-                             [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
-    }
-    e->key = key;
-    e->trusted = false;  // one result says nothing about the next
-    e->last_use = calls_;
+    e = &add(key);
   } else {
-    e->trusted = e->last_decisions == decisions;
+    e->trusted = e->last_called_dense == dense;
   }
   if (exchanged) {
     e->table.assign(table, table + table_size);
@@ -44,7 +56,23 @@ void PlanReuse::record(const PlanKey& key, bool exchanged, const std::uint32_t* 
   } else {
     ++e->reuses;
   }
-  e->last_decisions = decisions;
+  e->last_called_dense = dense;
+}
+
+void PlanReuse::record_stripes(const PlanKey& key, const std::vector<std::uint64_t>& next, std::uint64_t union_blocks,
+                               std::uint64_t nblocks) {
+  if (max_reuses_ == 0) return;
+  const auto percent = static_cast<std::uint32_t>(nblocks == 0 ? 0 : std::min(union_blocks, nblocks) * 100 / nblocks);
+  Entry* e = find(key);
+  if (e == nullptr) {
+    e = &add(key);
+  } else {
+    const std::uint32_t moved = percent > e->last_union_percent ? percent - e->last_union_percent
+                                                                : e->last_union_percent - percent;
+    e->trusted = moved <= kSteadyUnionPercent;
+  }
+  e->next = next;
+  e->last_union_percent = percent;
 }
 
 void PlanReuse::forget_all() noexcept {

@@ -1,26 +1,30 @@
-// The hybrid allreduce's density table, kept for later calls of the same shape. A training step
-// allreduces the same tensors (or DDP's buckets) in the same order every step, with densities
-// that change slowly; exchanging every rank's stripe estimates on every call costs a blocking
+// What a later call of a hybrid allreduce's shape plans from, instead of exchanging every rank's
+// sampled densities. A training step allreduces the same tensors (or DDP's buckets) in the same
+// order every step, with densities that change slowly; exchanging on every call costs a blocking
 // round trip (10 us at 2 ranks over tcp, 7-60 us at 4 ranks on 2 cores) that a steady step does
-// not need. So a call may plan from the table the last exchange for its shape brought, while the
-// shape's results say the data has not moved.
+// not need, and plans from 32-block samples, whose noise sends stripes the wrong way.
 //
 // Every rank must reach the same answer, or some ranks exchange while the others do not and the
 // collective waits for its deadline. So the answer depends only on what is the same bits on
 // every rank: the call's shape (count, dtype, op: the same in every rank's call sequence, unlike
-// buffer addresses), the table (the same on every rank after an exchange), the calls so far, and
-// each result (bitwise identical on every rank), compared in integers.
+// buffer addresses), the exchanged tables, the calls so far, and each result (bitwise identical
+// on every rank), compared in integers.
 //
-// The rule: a shape reuses its table when its last two results called for the same plan (each
-// result's sampled union density, compared with the thresholds the plan uses, gives one bit per
-// stripe: dense or not; one bit for a tensor sent whole: the dense algorithm or block recursive
-// doubling; result_decisions in hybrid_plan.hpp), for at most max_reuses calls after the
-// exchange. The comparison is of decisions, not densities: a 32-block sample of a real
-// gradient's stripe moves by 10-20 points from one step to the next, and only a move across a
-// threshold changes what the plan should be. Data that alternates between two tensors of one
-// shape on either side of a threshold never qualifies. A change of the data across a threshold
-// is seen in the first result after it, and the next call exchanges: at most one call runs on a
-// stale plan, which costs speed, never correctness (any plan reduces every element exactly once).
+// Two kinds of shape, two things kept:
+//   - A tensor split into stripes keeps a plan that follows its results (follow_result in
+//     hybrid_plan.hpp): the block-sparse stripes' union counts are exact, so a plan that follows
+//     them settles on the stripes' true union densities, where a plan from the exchanged samples
+//     keeps their noise. A call follows the last result while the shape is steady: its last two
+//     results' union densities (all stripes together) within kSteadyUnionPercent of each other.
+//     Two tensors of one shape in turn (a sparse and a dense one) are not steady and exchange on
+//     every call; two alike share one plan, which suits both.
+//   - A tensor sent whole (below SPARCOLL_HYBRID_MIN_BYTES) keeps the sample masks of its last
+//     exchange (block recursive doubling's cost is the unions of groups of ranks, which only the
+//     ranks' own masks tell), while its last two results called for the same algorithm
+//     (result_calls_for_dense in hybrid_plan.hpp), for at most max_reuses calls after the exchange.
+// The first result of a shape says nothing about the next: its second call exchanges too. A
+// change of the data is seen in the first result after it: at most one call runs on a stale
+// plan, which costs speed, never correctness (any plan reduces every element exactly once).
 #pragma once
 
 #include <cstddef>
@@ -38,21 +42,40 @@ struct PlanKey {
   bool operator==(const PlanKey&) const = default;
 };
 
+// What a call may plan from without an exchange; both null: exchange.
+struct KeptPlan {
+  const std::uint32_t* table = nullptr;               // a whole tensor: every rank's sample masks
+  const std::vector<std::uint64_t>* dense = nullptr;  // stripes: the dense stripes' bits
+  bool kept() const noexcept { return table != nullptr || dense != nullptr; }
+};
+
 class PlanReuse {
  public:
-  // max_reuses: calls a table may serve after its exchange (SPARCOLL_HYBRID_PLAN_REUSE); 0 turns
-  // reuse off.
+  // Two results of a striped shape whose union densities differ by more than this (points of
+  // the tensor) say that the shape holds different data from call to call.
+  static constexpr std::uint32_t kSteadyUnionPercent = 10;
+  // The shapes kept: the least recently used one makes room for a new one.
+  static constexpr std::size_t kShapes = 16;
+
+  // max_reuses (SPARCOLL_HYBRID_PLAN_REUSE): calls a whole tensor's kept table may serve after
+  // its exchange; 0 turns reuse off for every shape (every call exchanges).
   explicit PlanReuse(std::uint32_t max_reuses) : max_reuses_(max_reuses) { entries_.reserve(kShapes); }
   bool enabled() const noexcept { return max_reuses_ > 0; }
 
-  // The table (table_size counts: ranks x stripes) this call may plan from without an exchange,
-  // or null: exchange.
-  const std::uint32_t* reusable(const PlanKey& key, std::size_t table_size);
+  // What this call may plan from. table_size: the ranks x stripes of the call's table.
+  KeptPlan reusable(const PlanKey& key, std::size_t table_size, bool whole_tensor);
+  // Hybrid calls so far (the same count on every rank): where a call's result sample starts.
+  std::uint64_t calls() const noexcept { return calls_; }
 
-  // After a call that succeeded. `exchanged`: its table came from an exchange (then `table` is
-  // that table). `decisions`: what its result says the plan should be (result_decisions).
-  void record(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
-              const std::vector<std::uint64_t>& decisions);
+  // After a whole tensor's call that succeeded. `exchanged`: its table came from an exchange
+  // (then `table` is that table). `dense`: its result calls for the dense algorithm
+  // (result_calls_for_dense).
+  void record_whole(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
+                    bool dense);
+  // After a striped call that succeeded: `next` is the plan its result calls for
+  // (follow_result), union_blocks the result's non-zero blocks of its nblocks.
+  void record_stripes(const PlanKey& key, const std::vector<std::uint64_t>& next, std::uint64_t union_blocks,
+                      std::uint64_t nblocks);
 
   // After a failed call: everything is forgotten, and every shape exchanges again. A collective
   // fails on every rank alike (the failing rank tells the others), so every rank forgets at the
@@ -60,19 +83,22 @@ class PlanReuse {
   // not the others') is gone with it.
   void forget_all() noexcept;
 
-  // The shapes kept: the least recently used one makes room for a new one.
-  static constexpr std::size_t kShapes = 16;
-
  private:
   struct Entry {
     PlanKey key;
-    bool trusted = false;
-    std::uint32_t reuses = 0;  // calls planned from `table` since its exchange
+    bool trusted = false;  // the next call may plan from what is kept
     std::uint64_t last_use = 0;
+    // A whole tensor's table and what its last result called for.
+    std::uint32_t reuses = 0;  // calls planned from `table` since its exchange
     std::vector<std::uint32_t> table;
-    std::vector<std::uint64_t> last_decisions;  // what the last result said the plan should be
+    bool last_called_dense = false;
+    // A striped shape's plan for its next call, and its last result's union density (percent).
+    std::vector<std::uint64_t> next;
+    std::uint32_t last_union_percent = 0;
   };
   Entry* find(const PlanKey& key);
+  // The entry of a shape that has none yet (the least recently used one when all are taken).
+  Entry& add(const PlanKey& key);
   std::uint32_t max_reuses_;
   std::uint64_t calls_ = 0;
   std::vector<Entry> entries_;

@@ -289,13 +289,13 @@ Task Executor::execute(CollOp& op) {
   const bool rooted = op.kind == CollKind::broadcast || op.kind == CollKind::reduce || op.kind == CollKind::gather ||
                       op.kind == CollKind::scatter;
   const bool has_algo = op.kind == CollKind::allreduce || op.kind == CollKind::sparse_allreduce;
-  // A hybrid allreduce plans from a kept table or exchanges (algo/plan_reuse.hpp): every rank
-  // decides alike, and the signature says which, so ranks that ever disagreed (one failed a
+  // A hybrid allreduce plans from what its shape keeps or exchanges (algo/plan_reuse.hpp): every
+  // rank decides alike, and the signature says which, so ranks that ever disagreed (one failed a
   // collective the others finished) fail at the first message instead of at their deadline.
-  const std::uint32_t* kept_table = op.kind == CollKind::hybrid_allreduce ? kept_stripe_table(op) : nullptr;
+  const algo::KeptPlan kept = op.kind == CollKind::hybrid_allreduce ? kept_plan(op) : algo::KeptPlan{};
   const std::uint32_t signature = collective_signature(
       static_cast<std::uint8_t>(op.kind),
-      has_algo ? static_cast<std::uint8_t>(op.algo) : static_cast<std::uint8_t>(kept_table != nullptr ? 1 : 0),
+      has_algo ? static_cast<std::uint8_t>(op.algo) : static_cast<std::uint8_t>(kept.kept() ? 1 : 0),
       op.kind == CollKind::compressed_allreduce || op.kind == CollKind::all_to_all ? 0
                                                                                  : static_cast<std::uint8_t>(op.dtype),
       reduces ? static_cast<std::uint8_t>(op.op) : 0);
@@ -327,7 +327,7 @@ Task Executor::execute(CollOp& op) {
       co_return co_await algo::sparse_allreduce(peers_, op.algo, op.sparse.entries, op.sparse.dim, op.dtype, op.op,
                                                 op.sparse.result, scratch_);
     case CollKind::hybrid_allreduce:
-      co_return co_await hybrid_allreduce(op, kept_table);
+      co_return co_await hybrid_allreduce(op, kept);
     case CollKind::all_to_all:
       co_return co_await algo::direct_all_to_all(peers_, static_cast<const std::byte*>(op.send), op.send_bytes.data(),
                                                  op.send_offsets.data(), static_cast<std::byte*>(op.recv),

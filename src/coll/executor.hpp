@@ -98,10 +98,10 @@ class Executor final : public runtime::Handler {
   Task exact_i32_avg_reduce(const CollOp& op);
   // hybrid_allreduce.cpp: the stripes' plan, the block-sparse half handed to the engine, the
   // dense half run here.
-  Task hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table);
-  const std::uint32_t* kept_stripe_table(const CollOp& op);
+  Task hybrid_allreduce(CollOp& op, algo::KeptPlan kept);
+  algo::KeptPlan kept_plan(const CollOp& op);
   Task exchange_stripe_counts(CollOp& op);
-  void remember_table(const CollOp& op, bool exchanged);
+  void remember_result(const CollOp& op, bool exchanged);
   Task hybrid_whole_tensor(CollOp& op);
   std::shared_ptr<detail::RequestState> hand_over_sparse_stripes(CollOp& op);
   Task run_dense_stripes(const CollOp& op);
@@ -134,11 +134,11 @@ class Executor final : public runtime::Handler {
   algo::Scratch scratch_;
   std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
   std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe
-  algo::PlanReuse plan_reuse_;               // hybrid: tables kept for later calls of a shape
+  algo::PlanReuse plan_reuse_;               // hybrid: what later calls of a shape plan from
   std::vector<std::uint64_t> dense_plan_;     // hybrid: the stripes this call sends dense (bit per stripe)
   std::vector<std::uint32_t> result_counts_;  // hybrid: the result's non-zero blocks per stripe
   bool engine_counted_ = false;               // the engine fills result_counts_ of the block-sparse stripes
-  std::vector<std::uint64_t> result_decisions_;  // the plan that result calls for
+  std::vector<std::uint64_t> next_plan_;      // hybrid: the plan its result calls for (follow_result)
   std::uint32_t whole_threshold_ = 0;             // whole_tensor_dense_union_percent for...
   std::uint32_t whole_threshold_for_ = ~0u;       // ...this rd_max_percent (none yet)
   std::vector<std::uint64_t> signed_zero_;   // hybrid: scratch of its in-place scans

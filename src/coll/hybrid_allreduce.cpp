@@ -58,14 +58,14 @@ Task Executor::dense_part(const CollOp& op, std::size_t begin, std::size_t end) 
   co_return co_await allreduce(algo, send, recv, end - begin, op.dtype, op.op);
 }
 
-Task Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
-  // 1. Every rank's counts (or this shape's kept table), then the plan.
-  const bool exchanged = kept_table == nullptr;
+Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
+  // 1. Every rank's samples and the plan from them, or what this shape keeps (algo/plan_reuse.hpp).
+  const bool exchanged = !kept.kept();
   hybrid_stats_.densities_exchanged = exchanged;
   if (exchanged) {
     if (Status s = co_await exchange_stripe_counts(op); !s.ok()) co_return s;
-  } else {
-    stripe_table_.assign(kept_table, kept_table + std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
+  } else if (kept.table != nullptr) {
+    stripe_table_.assign(kept.table, kept.table + std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
   }
   Status status;
   engine_counted_ = false;
@@ -74,9 +74,12 @@ Task Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
   } else {
     block_sparse::OpState& part = *op.hybrid.sparse_part;
     const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
-    algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
-                             op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
-                             &dense_plan_);
+    if (kept.dense != nullptr)
+      dense_plan_ = *kept.dense;
+    else
+      algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
+                               op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
+                               &dense_plan_);
     // The engine reads the op slot's copy; this thread keeps its own, since the slot may be
     // reused once the engine is done with it, while this thread still runs dense stripes.
     part.dense_stripes = dense_plan_;
@@ -85,46 +88,54 @@ Task Executor::hybrid_allreduce(CollOp& op, const std::uint32_t* kept_table) {
     status = co_await run_dense_stripes(op);
     if (sparse_done) status = co_await wait_for_sparse_stripes(*sparse_done, status);
   }
-  if (status.ok()) remember_table(op, exchanged);
+  if (status.ok()) remember_result(op, exchanged);
   co_return status;  // a failure makes every shape exchange again (run_one)
 }
 
-// The shape's kept table when its last results say the data has not moved, else null: exchange
-// (algo/plan_reuse.hpp). Every rank gets the same answer; called once per hybrid allreduce on
-// every rank, whatever its arguments (the calls are part of what every rank must agree on).
-const std::uint32_t* Executor::kept_stripe_table(const CollOp& op) {
-  return plan_reuse_.reusable(plan_key(op), std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
+// What this call may plan from instead of exchanging (algo/plan_reuse.hpp). Every rank gets the
+// same answer; called once per hybrid allreduce on every rank, whatever its arguments (the calls
+// are part of what every rank must agree on).
+algo::KeptPlan Executor::kept_plan(const CollOp& op) {
+  return plan_reuse_.reusable(plan_key(op), std::size_t{peers_.size()} * op.hybrid.stripe_counts.size(),
+                              op.hybrid.whole_tensor);
 }
 
-// After a call that succeeded: its result's non-zero blocks per stripe (the same on every rank)
-// tell the next call of this shape whether the table still holds: whether the plan the result
-// calls for is the one the result before called for. The block-sparse stripes' counts are exact
-// and free: the engine counted the result blocks it received (OpState::stripe_results). The
-// others are sampled from the result, 32 blocks per stripe: a dense stripe's sampled blocks are
-// mostly non-zero, and the scan of a non-zero block stops at its first non-zero element.
-void Executor::remember_table(const CollOp& op, bool exchanged) {
+// After a call that succeeded: what its result (the same bits on every rank) says the next call
+// of this shape should do. The block-sparse stripes' counts are exact and free: the engine
+// counted the result blocks it received (OpState::stripe_results). The others are sampled from
+// the result, 32 blocks per stripe, at a phase that moves from call to call (a dense stripe's
+// sampled blocks are mostly non-zero, and the read of a non-zero block stops at its first
+// non-zero element).
+void Executor::remember_result(const CollOp& op, bool exchanged) {
   if (!plan_reuse_.enabled()) return;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
   const std::uint64_t nblocks = block::block_count(op.count, options_.block_elems);
+  const std::uint64_t phase = plan_reuse_.calls() * 0x9E3779B97F4A7C15ull >> 32;  // spread over the stripe
   result_counts_.resize(stripes);
+  std::uint64_t union_blocks = 0;
   for (std::uint32_t s = 0; s < stripes; ++s) {
-    if (engine_counted_ && !is_dense(dense_plan_, s)) continue;
     const std::uint64_t first = std::uint64_t{s} * op.hybrid.stripe_blocks;
-    result_counts_[s] = algo::sample_stripe_count(op.recv, op.count, op.dtype, options_.block_elems, first,
-                                                  std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first));
+    if (!engine_counted_ || is_dense(dense_plan_, s))
+      result_counts_[s] = algo::sample_stripe_count(op.recv, op.count, op.dtype, options_.block_elems, first,
+                                                    std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first),
+                                                    op.hybrid.whole_tensor ? algo::kMiddlePhase : phase);
+    union_blocks += result_counts_[s];
+  }
+  const algo::PlanKey key = plan_key(op);
+  if (!op.hybrid.whole_tensor) {
+    algo::follow_result(result_counts_.data(), dense_plan_, stripes, nblocks, op.hybrid.stripe_blocks,
+                        static_cast<std::uint32_t>(options_.hybrid_dense_percent), &next_plan_);
+    plan_reuse_.record_stripes(key, next_plan_, union_blocks, nblocks);
+    return;
   }
   // The whole-tensor threshold depends only on the ranks and the transport's rd_max_percent:
   // computed once, not per call.
-  if (op.hybrid.whole_tensor && op.hybrid.rd_max_percent != whole_threshold_for_) {
+  if (op.hybrid.rd_max_percent != whole_threshold_for_) {
     whole_threshold_ = algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent);
     whole_threshold_for_ = op.hybrid.rd_max_percent;
   }
-  const std::uint32_t threshold =
-      op.hybrid.whole_tensor ? whole_threshold_ : static_cast<std::uint32_t>(options_.hybrid_dense_percent);
-  algo::result_decisions(result_counts_.data(), stripes, nblocks, op.hybrid.stripe_blocks, threshold,
-                         op.hybrid.whole_tensor, &result_decisions_);
-  plan_reuse_.record(plan_key(op), exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
-                     result_decisions_);
+  plan_reuse_.record_whole(key, exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
+                           algo::result_calls_for_dense(result_counts_.data(), stripes, nblocks, whole_threshold_));
 }
 
 // This rank's sampled non-zero blocks per stripe, sent to every peer, and theirs received: the

@@ -311,10 +311,11 @@ const std::vector<ConfigVariable>& config_variables() {
        "(docs/algorithms.md). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_HYBRID_PLAN_REUSE", "hybrid_plan_reuse", "32",
-       "hybrid allreduce: how many later calls of one shape (count, dtype, op) may plan from the densities the "
-       "last exchange for that shape brought, skipping the exchange's round trip, while the shape's results call "
-       "for the same plan (their union densities on the same side of the plan's thresholds as the result "
-       "before; a change makes the next call exchange). 0: every call exchanges. Must be equal on every process (docs/algorithms.md, \"hybrid\").",
+       "hybrid allreduce: later calls of one shape (count, dtype, op) skip the exchange of sampled densities "
+       "while the shape's results are steady. A tensor split into stripes then plans from what its last result "
+       "calls for (the block-sparse stripes' exact union counts); a tensor sent whole plans from the sample masks "
+       "of its last exchange, for at most this many calls. 0: every call exchanges. Must be equal on every "
+       "process (docs/algorithms.md, \"hybrid\").",
        {}, &parse_nonnegative_u32<&Options::hybrid_plan_reuse>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},

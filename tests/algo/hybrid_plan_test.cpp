@@ -138,19 +138,42 @@ TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
   EXPECT_FALSE(prefer_block_recursive_doubling(two_at_47, 2, 1, 32, 512, 45));
 }
 
-// What a result calls for: per stripe against the stripes' threshold, or one bit for a tensor
-// sent whole; the last stripe is shorter.
-TEST(HybridPlan, AResultsDecisionsPerStripeOrForTheWholeTensor) {
+// What a whole tensor's result calls for: its union density against the threshold, over every
+// stripe (the last one shorter).
+TEST(HybridPlan, AWholeTensorsResultCallsForTheDenseAlgorithmAtItsThreshold) {
   const std::uint32_t counts[] = {512, 100, 205, 4};  // stripes of 512 blocks, the last one 10
-  std::vector<std::uint64_t> d;
-  result_decisions(counts, 4, 3 * 512 + 10, 512, 40, false, &d);
-  EXPECT_EQ(d, (std::vector<std::uint64_t>{0b1101}));  // 100%, 19%, 40%, 40%
-  result_decisions(counts, 4, 3 * 512 + 10, 512, 53, true, &d);  // 821 of 1546 blocks: 53%
-  EXPECT_EQ(d, (std::vector<std::uint64_t>{1}));
-  result_decisions(counts, 4, 3 * 512 + 10, 512, 54, true, &d);
-  EXPECT_EQ(d, (std::vector<std::uint64_t>{0}));
-  result_decisions(counts, 0, 0, 512, 40, false, &d);
-  EXPECT_TRUE(d.empty());
+  EXPECT_TRUE(result_calls_for_dense(counts, 4, 3 * 512 + 10, 53));  // 821 of 1546 blocks: 53%
+  EXPECT_FALSE(result_calls_for_dense(counts, 4, 3 * 512 + 10, 54));
+  EXPECT_FALSE(result_calls_for_dense(counts, 0, 0, 0));
+}
+
+// The plan a result calls for: a block-sparse stripe's exact count against the threshold, a
+// dense stripe's sampled one against the threshold less the hysteresis.
+TEST(HybridPlan, APlanFollowsItsResultWithHysteresisOnTheSampledDenseStripes) {
+  // 5 stripes of 100 blocks, the last one 50; threshold 40%.
+  const std::uint32_t counts[] = {40, 39, 35, 34, 20};
+  const std::vector<std::uint64_t> all_sparse = {0}, all_dense = {0b11111};
+  std::vector<std::uint64_t> next;
+  follow_result(counts, all_sparse, 5, 450, 100, 40, &next);
+  EXPECT_EQ(next, (std::vector<std::uint64_t>{0b10001}));  // 40% and 20 of 50 blocks: dense
+  follow_result(counts, all_dense, 5, 450, 100, 40, &next);
+  EXPECT_EQ(next, (std::vector<std::uint64_t>{0b10111}));  // dense down to 35%
+  follow_result(counts, {0b01010}, 5, 450, 100, 40, &next);
+  EXPECT_EQ(next, (std::vector<std::uint64_t>{0b10011}));  // stripe 1 stays dense, stripe 3 goes sparse
+  follow_result(counts, all_dense, 5, 450, 100, 0, &next);
+  EXPECT_EQ(next, all_dense);  // 0: every stripe dense
+  follow_result(counts, all_sparse, 5, 450, 100, 101, &next);
+  EXPECT_EQ(next, all_sparse);  // above 100: none
+}
+
+// A sample at another phase sees other blocks: a stripe whose even blocks are non-zero looks
+// full at a phase that takes the first block of each pair and empty at one that takes the second.
+TEST(HybridPlan, TheSamplesPhaseSaysWhichBlockOfEachPartIsRead) {
+  const auto t = tensor(64, 0, [](std::uint64_t b) { return b % 2 == 0; });
+  EXPECT_EQ(sample_stripe_count(t.data(), t.size(), DataType::f32, kBlock, 0, 64, 0), 64u);
+  EXPECT_EQ(sample_stripe_count(t.data(), t.size(), DataType::f32, kBlock, 0, 64, 40), 0u);
+  EXPECT_EQ(sample_stripe_count(t.data(), t.size(), DataType::f32, kBlock, 0, 64, 64 + 10), 64u);  // modulo the stripe
+  EXPECT_EQ(sample_stripe_count(t.data(), t.size(), DataType::f32, kBlock, 0, 64), 0u);  // the middle: blocks 1, 3, ...
 }
 
 TEST(HybridPlan, TheButterflyBelowStripesWhenTheRanksAreAPowerOfTwoAboveTwo) {

@@ -1,4 +1,5 @@
-// The hybrid's kept density tables: when a call may skip the exchange, and when it must not.
+// What a hybrid allreduce's shape keeps for its later calls: when a call may skip the exchange,
+// and when it must not.
 #include "algo/plan_reuse.hpp"
 
 #include <gtest/gtest.h>
@@ -11,78 +12,132 @@ namespace {
 const PlanKey kShape{1u << 20, DataType::f32, ReduceOp::sum};
 const std::vector<std::uint32_t> kTable = {10, 20, 30, 40};  // 2 ranks x 2 stripes
 
-using Decisions = std::vector<std::uint64_t>;
-
-// One hybrid call as the executor makes it: reuse the kept table if it may, else "exchange"
-// `table`; its result calls for the plan `result` (bit s: stripe s dense). Returns whether the
-// call exchanged.
-bool call(PlanReuse& reuse, const PlanKey& key, const Decisions& result,
-          const std::vector<std::uint32_t>& table = kTable) {
-  const std::uint32_t* kept = reuse.reusable(key, table.size());
-  if (kept != nullptr) {
-    EXPECT_EQ(std::vector<std::uint32_t>(kept, kept + table.size()), std::vector<std::uint32_t>(table.begin(), table.end()));
-    reuse.record(key, false, kept, table.size(), result);
+// One hybrid call of a tensor sent whole, as the executor makes it: reuse the kept table if it
+// may, else "exchange" `table`; its result calls for the dense algorithm or not. Returns whether
+// the call exchanged.
+bool call_whole(PlanReuse& reuse, const PlanKey& key, bool dense, const std::vector<std::uint32_t>& table = kTable) {
+  const KeptPlan kept = reuse.reusable(key, table.size(), /*whole_tensor=*/true);
+  EXPECT_EQ(kept.dense, nullptr);
+  if (kept.kept()) {
+    EXPECT_EQ(std::vector<std::uint32_t>(kept.table, kept.table + table.size()), table);
+    reuse.record_whole(key, false, kept.table, table.size(), dense);
     return false;
   }
-  reuse.record(key, true, table.data(), table.size(), result);
+  reuse.record_whole(key, true, table.data(), table.size(), dense);
   return true;
+}
+
+using Plan = std::vector<std::uint64_t>;
+constexpr std::uint64_t kBlocks = 1000;
+
+// One call of a striped shape: planned from the kept plan if it may (*planned = that plan), else
+// exchanged (*planned cleared); its result has union_blocks of kBlocks non-zero and calls for
+// `next`. Returns whether the call exchanged.
+bool call_stripes(PlanReuse& reuse, const PlanKey& key, const Plan& next, std::uint64_t union_blocks,
+                  Plan* planned = nullptr) {
+  const KeptPlan kept = reuse.reusable(key, kTable.size(), /*whole_tensor=*/false);
+  EXPECT_EQ(kept.table, nullptr);
+  if (planned != nullptr) *planned = kept.dense != nullptr ? *kept.dense : Plan{};
+  reuse.record_stripes(key, next, union_blocks, kBlocks);
+  return !kept.kept();
 }
 
 TEST(PlanReuse, OffMeansEveryCallExchanges) {
   PlanReuse reuse(0);
-  for (int i = 0; i < 5; ++i) EXPECT_TRUE(call(reuse, kShape, {0b01}));
+  EXPECT_FALSE(reuse.enabled());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(call_whole(reuse, kShape, false));
+    EXPECT_TRUE(call_stripes(reuse, {7, DataType::f32, ReduceOp::sum}, {0b01}, 300));
+  }
 }
 
-TEST(PlanReuse, TwoResultsCallingForTheSamePlanLetTheNextCallsSkipTheExchange) {
+TEST(PlanReuse, TwoResultsCallingForTheSameAlgorithmLetAWholeTensorSkipTheExchange) {
   PlanReuse reuse(32);
-  EXPECT_TRUE(call(reuse, kShape, {0b10}));   // nothing kept yet
-  EXPECT_TRUE(call(reuse, kShape, {0b10}));   // one result says nothing about the next
-  EXPECT_FALSE(call(reuse, kShape, {0b10}));  // two results, one plan: reuse
-  EXPECT_FALSE(call(reuse, kShape, {0b10}));
+  EXPECT_TRUE(call_whole(reuse, kShape, true));   // nothing kept yet
+  EXPECT_TRUE(call_whole(reuse, kShape, true));   // one result says nothing about the next
+  EXPECT_FALSE(call_whole(reuse, kShape, true));  // two results, one algorithm: reuse
+  EXPECT_FALSE(call_whole(reuse, kShape, true));
 }
 
-TEST(PlanReuse, AResultCallingForAnotherPlanMakesTheNextCallExchangeAndTrustStartsOver) {
+TEST(PlanReuse, AWholeTensorsResultCallingForTheOtherAlgorithmMakesTheNextCallExchange) {
   PlanReuse reuse(32);
-  call(reuse, kShape, {0b00});
-  call(reuse, kShape, {0b00});
-  EXPECT_FALSE(call(reuse, kShape, {0b00}));
-  EXPECT_FALSE(call(reuse, kShape, {0b01}));  // ran on the stale table: seen in its result
-  EXPECT_TRUE(call(reuse, kShape, {0b01}));   // exchanges; the result matches the one before
-  EXPECT_FALSE(call(reuse, kShape, {0b01}));
+  call_whole(reuse, kShape, false);
+  call_whole(reuse, kShape, false);
+  EXPECT_FALSE(call_whole(reuse, kShape, false));
+  EXPECT_FALSE(call_whole(reuse, kShape, true));  // ran on the stale table: seen in its result
+  EXPECT_TRUE(call_whole(reuse, kShape, true));   // exchanges; the result matches the one before
+  EXPECT_FALSE(call_whole(reuse, kShape, true));
 }
 
-TEST(PlanReuse, TwoTensorsOfOneShapeOnEitherSideOfAThresholdInTurnAlwaysExchange) {
+TEST(PlanReuse, TwoWholeTensorsOfOneShapeOnEitherSideOfTheThresholdInTurnAlwaysExchange) {
   PlanReuse reuse(32);
-  for (int i = 0; i < 10; ++i) EXPECT_TRUE(call(reuse, kShape, {i % 2 == 0 ? 0b00u : 0b11u}));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(call_whole(reuse, kShape, i % 2 == 0));
 }
 
-TEST(PlanReuse, AKeptTableServesAtMostMaxReusesCallsThenIsExchangedAgain) {
+TEST(PlanReuse, AWholeTensorsKeptTableServesAtMostMaxReusesCallsThenIsExchangedAgain) {
   PlanReuse reuse(3);
-  call(reuse, kShape, {0b01});
-  call(reuse, kShape, {0b01});
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(call(reuse, kShape, {0b01}));
+  call_whole(reuse, kShape, true);
+  call_whole(reuse, kShape, true);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(call_whole(reuse, kShape, true));
   const std::vector<std::uint32_t> fresh = {11, 21, 31, 41};
-  EXPECT_TRUE(call(reuse, kShape, {0b01}, fresh));
+  EXPECT_TRUE(call_whole(reuse, kShape, true, fresh));
   // Still steady: the fresh table serves at once.
-  const std::uint32_t* kept = reuse.reusable(kShape, fresh.size());
-  ASSERT_NE(kept, nullptr);
-  EXPECT_EQ(std::vector<std::uint32_t>(kept, kept + 4), fresh);
+  const KeptPlan kept = reuse.reusable(kShape, fresh.size(), true);
+  ASSERT_NE(kept.table, nullptr);
+  EXPECT_EQ(std::vector<std::uint32_t>(kept.table, kept.table + 4), fresh);
+}
+
+TEST(PlanReuse, AStripedShapeFollowsItsLastResultOnceTwoResultsAreAlike) {
+  PlanReuse reuse(32);
+  Plan planned;
+  EXPECT_TRUE(call_stripes(reuse, kShape, {0b11}, 340));   // nothing kept yet
+  EXPECT_TRUE(call_stripes(reuse, kShape, {0b01}, 345));   // one result says nothing about the next
+  EXPECT_FALSE(call_stripes(reuse, kShape, {0b00}, 341, &planned));
+  EXPECT_EQ(planned, (Plan{0b01}));  // what the result before called for
+  EXPECT_FALSE(call_stripes(reuse, kShape, {0b00}, 339, &planned));
+  EXPECT_EQ(planned, (Plan{0b00}));
+}
+
+TEST(PlanReuse, AStripedShapeWhoseUnionJumpsExchangesAndTrustStartsOver) {
+  PlanReuse reuse(32);
+  call_stripes(reuse, kShape, {0b00}, 100);
+  call_stripes(reuse, kShape, {0b00}, 110);  // 10 points: steady
+  EXPECT_FALSE(call_stripes(reuse, kShape, {0b11}, 900));  // ran on the stale plan: seen in its result
+  EXPECT_TRUE(call_stripes(reuse, kShape, {0b11}, 905));   // exchanges
+  Plan planned;
+  EXPECT_FALSE(call_stripes(reuse, kShape, {0b11}, 910, &planned));
+  EXPECT_EQ(planned, (Plan{0b11}));
+}
+
+TEST(PlanReuse, TwoStripedTensorsOfOneShapeWithDifferentUnionsInTurnAlwaysExchange) {
+  PlanReuse reuse(32);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(call_stripes(reuse, kShape, {i % 2 == 0 ? 0b00u : 0b11u}, i % 2 == 0 ? 50 : 1000));
+}
+
+TEST(PlanReuse, AStripedShapesPlanIsNotLimitedByMaxReuses) {
+  // Its results say what the stripes are at every call: nothing kept goes stale.
+  PlanReuse reuse(3);
+  call_stripes(reuse, kShape, {0b10}, 500);
+  call_stripes(reuse, kShape, {0b10}, 500);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(call_stripes(reuse, kShape, {0b10}, 500));
 }
 
 TEST(PlanReuse, AFailedCallMakesEveryShapeExchange) {
   PlanReuse reuse(32);
   const PlanKey other{999, DataType::bf16, ReduceOp::max};
   for (int i = 0; i < 2; ++i) {
-    call(reuse, kShape, {0b11});
-    call(reuse, other, {0b1});
+    call_whole(reuse, kShape, true);
+    call_stripes(reuse, other, {0b1}, 700);
   }
   reuse.forget_all();
+  EXPECT_EQ(reuse.calls(), 0u);
   // Forgotten entirely: trust starts over, as on a fresh communicator.
   for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(call(reuse, kShape, {0b11}));
-    EXPECT_TRUE(call(reuse, other, {0b1}));
+    EXPECT_TRUE(call_whole(reuse, kShape, true));
+    EXPECT_TRUE(call_stripes(reuse, other, {0b1}, 700));
   }
-  EXPECT_FALSE(call(reuse, kShape, {0b11}));
+  EXPECT_FALSE(call_whole(reuse, kShape, true));
+  EXPECT_FALSE(call_stripes(reuse, other, {0b1}, 700));
 }
 
 TEST(PlanReuse, ShapesDifferingInCountDtypeOrOpAreKeptApart) {
@@ -90,26 +145,34 @@ TEST(PlanReuse, ShapesDifferingInCountDtypeOrOpAreKeptApart) {
   const PlanKey shapes[] = {kShape, {kShape.count + 1, DataType::f32, ReduceOp::sum},
                             {kShape.count, DataType::bf16, ReduceOp::sum}, {kShape.count, DataType::f32, ReduceOp::max}};
   for (int round = 0; round < 2; ++round)
-    for (const PlanKey& k : shapes) EXPECT_TRUE(call(reuse, k, {0b10}));
-  for (const PlanKey& k : shapes) EXPECT_FALSE(call(reuse, k, {0b10}));
+    for (const PlanKey& k : shapes) EXPECT_TRUE(call_whole(reuse, k, true));
+  for (const PlanKey& k : shapes) EXPECT_FALSE(call_whole(reuse, k, true));
 }
 
 TEST(PlanReuse, MoreShapesThanKeptEvictTheLeastRecentlyUsed) {
   PlanReuse reuse(32);
   const auto shape = [](std::size_t i) { return PlanKey{1000 + i, DataType::f32, ReduceOp::sum}; };
   for (int round = 0; round < 2; ++round)
-    for (std::size_t i = 0; i < PlanReuse::kShapes; ++i) call(reuse, shape(i), {0b1});
-  EXPECT_FALSE(call(reuse, shape(0), {0b1}));  // shape 0 is now the most recent
-  EXPECT_TRUE(call(reuse, shape(PlanReuse::kShapes), {0b1}));  // evicts shape 1
-  EXPECT_TRUE(call(reuse, shape(1), {0b1}));
-  EXPECT_FALSE(call(reuse, shape(0), {0b1}));
+    for (std::size_t i = 0; i < PlanReuse::kShapes; ++i) call_whole(reuse, shape(i), true);
+  EXPECT_FALSE(call_whole(reuse, shape(0), true));  // shape 0 is now the most recent
+  EXPECT_TRUE(call_whole(reuse, shape(PlanReuse::kShapes), true));  // evicts shape 1
+  EXPECT_TRUE(call_whole(reuse, shape(1), true));
+  EXPECT_FALSE(call_whole(reuse, shape(0), true));
 }
 
 TEST(PlanReuse, ATableOfAnotherSizeIsNotReused) {
   PlanReuse reuse(32);
-  call(reuse, kShape, {0b1});
-  call(reuse, kShape, {0b1});
-  EXPECT_EQ(reuse.reusable(kShape, kTable.size() + 2), nullptr);
+  call_whole(reuse, kShape, true);
+  call_whole(reuse, kShape, true);
+  EXPECT_FALSE(reuse.reusable(kShape, kTable.size() + 2, true).kept());
+}
+
+TEST(PlanReuse, TheCallCountIsTheSameForEveryCallSequence) {
+  // It places each call's result sample: every rank must count alike, kept or exchanged.
+  PlanReuse reuse(32);
+  for (int i = 0; i < 5; ++i) call_stripes(reuse, kShape, {0}, 10);
+  for (int i = 0; i < 3; ++i) call_whole(reuse, {5, DataType::f32, ReduceOp::sum}, false);
+  EXPECT_EQ(reuse.calls(), 8u);
 }
 
 }  // namespace

@@ -83,13 +83,14 @@ int check_p2p_still_works(sparcoll::Communicator& comm) {
 
 // The hybrid allreduce's two shapes of hybrid_kept_plan_null_buffer: one sent whole (below 2 MiB),
 // one split into stripes. Each call's sum is checked, and that the first two calls of a shape
-// exchanged the densities and the later ones planned from the kept table; false on a wrong one.
+// exchanged the densities and the later ones planned from what the shape keeps; false on a
+// wrong one.
 constexpr std::size_t kHybridShapes[] = {std::size_t{1} << 18, std::size_t{3} << 18};
 
 // Every 7th element of the first half, and of about 1 block of 256 in 12 in the second half
 // (scattered by a hash, so that the sample of every 16th block sees the same density): the split
 // shape has dense stripes (sampled from the result) and sparse ones (counted by the engine),
-// both of which the kept-table rule reads.
+// both of which the plan that follows the results reads.
 bool hybrid_nonzero(std::size_t i, std::size_t count) {
   return i % 7 == 0 && (i < count / 2 || (i / 256) * 2654435761u % 97 < 8);
 }
@@ -123,6 +124,47 @@ bool hybrid_sums_right(sparcoll::Communicator& comm, int rounds) {
         return false;
       }
     }
+  return true;
+}
+
+// A tensor whose every stripe is well below the dense threshold in union (3 ranks, 12% of the
+// blocks each, drawn apart by a hash: a union of 32% against 40 over shm and 65 over a wire),
+// but whose 32-block samples send some stripes dense at the exchange (over shm). The plan follows
+// the results (the block-sparse stripes' exact union counts, the dense ones sampled at a new
+// phase each call), so by the 12th call every stripe goes block-sparse; every call sums right.
+bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
+  const std::size_t count = std::size_t{4} << 20, blocks = count / 256;
+  const auto nonzero_on = [](std::uint64_t block, int rank) {
+    std::uint64_t h = (block + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<std::uint64_t>(rank) + 1) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return h % 100 < 12;
+  };
+  std::vector<float> v(count);
+  for (int call = 1; call <= 16; ++call) {
+    std::fill(v.begin(), v.end(), 0.0f);
+    for (std::size_t b = 0; b < blocks; ++b)
+      if (nonzero_on(b, comm.rank())) v[b * 256 + 255] = static_cast<float>(comm.rank() + 1);
+    sparcoll::Request r = comm.iallreduce(v.data(), v.data(), count, DataType::f32, ReduceOp::sum,
+                                          sparcoll::Algorithm::hybrid);
+    r.wait();
+    for (std::size_t b = 0; b < blocks; ++b) {
+      float want = 0.0f;
+      for (int p = 0; p < comm.size(); ++p)
+        if (nonzero_on(b, p)) want += static_cast<float>(p + 1);
+      if (v[b * 256 + 255] != want) {
+        std::printf("fault: rank %d: call %d of the settling hybrid allreduce gave a wrong sum in block %zu\n",
+                    comm.rank(), call, b);
+        return false;
+      }
+    }
+    if (call >= 12 && r.stats().dense_elements != 0) {
+      std::printf("fault: rank %d: call %d of the settling hybrid allreduce still sent %llu elements dense\n",
+                  comm.rank(), call, static_cast<unsigned long long>(r.stats().dense_elements));
+      return false;
+    }
+  }
   return true;
 }
 
@@ -293,7 +335,7 @@ int main(int argc, char** argv) {
       // Every rank plans the next call of a shape from its kept table, but the culprit's call is
       // refused before it plans: every rank fails it, forgets its tables, and the calls after
       // it (the same shapes) still meet and sum right (algo/plan_reuse.hpp).
-      if (!hybrid_sums_right(*comm, 4)) return 1;
+      if (!hybrid_sums_right(*comm, 4) || !hybrid_plan_settles_on_the_union(*comm)) return 1;
       std::vector<float> v(kHybridShapes[0], 1.0f);
       comm->allreduce(culprit ? nullptr : v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum,
                       sparcoll::Algorithm::hybrid);
