@@ -1,6 +1,7 @@
 #include "block_sparse/engine.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "common/failure_scope.hpp"
@@ -65,7 +66,9 @@ ProgressThread::~ProgressThread() { stop(); }
 void ProgressThread::start() {
   const auto& cores = engine_.config().options.pin_cores;
   const int core = index_ < cores.size() ? cores[index_] : -1;
-  if (!loop_.start(core)) SC_LOG_WARN("could not pin progress thread %u to core %d; it runs unpinned", index_, core);
+  char name[16];
+  std::snprintf(name, sizeof name, "sc-progress-%u", index_ % 1000);
+  if (!loop_.start(name, core)) SC_LOG_WARN("could not pin progress thread %u to core %d; it runs unpinned", index_, core);
 }
 
 void ProgressThread::stop() { loop_.stop(); }

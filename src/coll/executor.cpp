@@ -22,7 +22,7 @@ Executor::Executor(transport::Channel* channel, std::uint32_t rank, std::uint32_
       plan_reuse_(options.hybrid_plan_reuse),
       loop_(*this, options.idle_spin_us, yield_when_waiting, /*event_mode=*/false) {
   any_thread_ = channel != nullptr && channel->any_thread();
-  loop_.start();
+  loop_.start("sc-collective");
 }
 
 Executor::~Executor() {

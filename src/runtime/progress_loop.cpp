@@ -27,8 +27,9 @@ ProgressLoop::~ProgressLoop() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-bool ProgressLoop::start(int core) {
+bool ProgressLoop::start(const char* name, int core) {
   thread_ = std::thread([this] { run(); });
+  (void)pthread_setname_np(thread_.native_handle(), name);  // a name too long is refused, not cut: still runs
   if (core < 0) return true;
   cpu_set_t set;
   CPU_ZERO(&set);

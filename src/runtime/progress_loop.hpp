@@ -46,9 +46,10 @@ class ProgressLoop {
   ProgressLoop(const ProgressLoop&) = delete;
   ProgressLoop& operator=(const ProgressLoop&) = delete;
 
-  // Starts the thread, pinned to `core` when it is >= 0 (false when the pinning failed: the
-  // thread then runs unpinned).
-  bool start(int core = -1);
+  // Starts the thread named `name` (what top -H, perf and gdb show; at most 15 characters),
+  // pinned to `core` when it is >= 0 (false when the pinning failed: the thread then runs
+  // unpinned).
+  bool start(const char* name, int core = -1);
   // Ends the loop after its current round and joins the thread (then Handler::stopped()).
   void stop();
   // Any thread, after handing the handler work: wakes the thread if it sleeps.

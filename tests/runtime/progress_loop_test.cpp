@@ -57,7 +57,7 @@ TEST(ProgressLoop, StepsItsHandlerTakesEverySubmissionAndStopsOnItsThread) {
   std::thread::id loop_thread;
   {
     ProgressLoop loop(handler, /*idle_spin_us=*/0, /*oversubscribed=*/false, /*event_mode=*/false);
-    ASSERT_TRUE(loop.start());
+    ASSERT_TRUE(loop.start("sc-test-loop"));
     // With no spin window the loop naps between empty rounds; each notify() ends a nap.
     for (int i = 0; i < 200; ++i) {
       handler.submitted.fetch_add(1);
@@ -104,7 +104,7 @@ class PipeHandler final : public Handler {
 TEST(ProgressLoop, EventModeArmsTheHandlersDescriptorAndWakesForItsEvents) {
   PipeHandler handler;
   ProgressLoop loop(handler, 0, false, /*event_mode=*/true);
-  ASSERT_TRUE(loop.start());
+  ASSERT_TRUE(loop.start("sc-test-loop"));
   ASSERT_TRUE(eventually([&] { return handler.sleeps.load() > 0; }));  // idle: armed, slept
   EXPECT_GT(handler.armed.load(), 0);
   for (int i = 0; i < 20; ++i) {
