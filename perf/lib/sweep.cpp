@@ -64,7 +64,7 @@ FlagResult parse_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std:
   }
   static const char* const kWithValue[] = {"-b", "--minbytes", "-e", "--maxbytes", "-f", "--stepfactor", "--elements",
                                            "-d", "--density", "--dtype", "--op", "--pattern", "--block", "--iters",
-                                           "-n", "--warmup", "-w", "--min-iters", "--time-budget", "--seed", "--bucket-mb", "--json",
+                                           "-n", "--warmup", "-w", "--min-iters", "--time-budget", "--settle-ms", "--seed", "--bucket-mb", "--json",
                                            "--csv", "--baseline"};
   bool takes_value = false;
   for (const char* f : kWithValue) takes_value = takes_value || flag == f;
@@ -152,6 +152,8 @@ FlagResult parse_sweep_flag(int argc, char** argv, int* i, SweepOptions* o, std:
     o->time_budget_s = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0' || !(o->time_budget_s >= 0 && o->time_budget_s <= 3600))
       return fail("takes seconds in [0, 3600]");
+  } else if (flag == "--settle-ms") {
+    if (!parse_u64(value, &o->settle_ms) || o->settle_ms > 60000) return fail("takes milliseconds in [0, 60000]");
   } else if (flag == "--seed") {
     if (!parse_u64(value, &o->seed)) return fail("takes a non-negative integer");
   } else if (flag == "--bucket-mb") {
@@ -259,6 +261,8 @@ std::string sweep_usage() {
          "  --iters N             timed iterations (default 20)   --warmup N (default 3)\n"
          "  --time-budget S       iterations per point ~ S / warm-up time, at least --min-iters (default 5);\n"
          "                        one warm-up only when it takes over S/4; stops after 2 S of wall time\n"
+         "  --settle-ms MS        small allreduces for MS ms before the first point, so that it is measured\n"
+         "                        once the scheduler has placed the ranks, not just after they started (default 0)\n"
          "  --seed N              data seed (default 1)\n"
          "  --bucket-mb N         a trace's step as DDP sends it: one allreduce per bucket of consecutive\n"
          "                        parameters (at least N MiB, the last smaller), back to back (pattern trace:NAME/bN)\n"

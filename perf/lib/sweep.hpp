@@ -25,6 +25,7 @@ struct SweepOptions {
   int warmup = 3;
   int min_iters = 0;                        // with --time-budget: at least this many (0: 5, or iters if fewer)
   double time_budget_s = 0;                 // > 0: iterations per point ~ budget / warm-up time, in [min_iters, iters]
+  std::uint64_t settle_ms = 0;              // > 0: allreduces for this long before the first point
   std::uint64_t seed = 1;
   std::uint64_t bucket_mb = 0;              // --bucket-mb: a trace's step as DDP buckets of this many MiB (0: whole)
   std::string json, csv, baseline;

@@ -141,6 +141,15 @@ TEST(BenchAll, QuickRunCoversEverySystem) {
   for (const std::string& line : lines_of(out + "/summary.txt"))
     never_slower = never_slower || (line.rfind("# never slower: ", 0) == 0 && line.find(" points: ") != std::string::npos);
   EXPECT_TRUE(never_slower) << "summary.txt has no never-slower count";
+  // The algorithms: every program's rows between markers that give its round, and the count of
+  // points where auto's pick is within 10% of the best.
+  int round_markers = 0;
+  for (const std::string& line : lines_of(out + "/results.jsonl")) round_markers += field(line, "kind") == "algorithm_round";
+  EXPECT_GT(round_markers, 0) << "results.jsonl has no algorithm_round markers";
+  bool algorithms = false;
+  for (const std::string& line : lines_of(out + "/summary.txt"))
+    algorithms = algorithms || line.rfind("# algorithms: auto's pick within 10% of the best at ", 0) == 0;
+  EXPECT_TRUE(algorithms) << "summary.txt has no count of auto's picks";
   // Every program's rows follow the core-to-core round trip measured just before it.
   int core_latency = 0;
   for (const std::string& line : lines_of(out + "/results.jsonl"))

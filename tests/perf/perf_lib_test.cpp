@@ -53,9 +53,10 @@ TEST(PerfSweep, SizesFollowNcclTestsAndEndAtMaxBytes) {
 TEST(PerfSweep, ListsAndOldFlags) {
   SweepOptions o;
   ASSERT_EQ(sweep({"-d", "0,0.001,1", "--dtype", "f32,bf16", "--block", "256,1024", "--pattern", "random,one_dense",
-                   "--check", "--no-header", "--iters", "7", "--warmup", "0", "--seed", "9"},
+                   "--check", "--no-header", "--iters", "7", "--warmup", "0", "--seed", "9", "--settle-ms", "250"},
                   &o),
             "");
+  EXPECT_EQ(o.settle_ms, 250u);
   EXPECT_EQ(o.densities, (std::vector<double>{0, 0.001, 1}));
   EXPECT_EQ(o.dtypes, (std::vector<std::string>{"f32", "bf16"}));
   EXPECT_EQ(o.blocks, (std::vector<std::uint32_t>{256, 1024}));
@@ -88,6 +89,7 @@ TEST(PerfSweep, ImpossibleCombinationsAreRejectedWithTheReason) {
       {{"--min-iters", "3"}, "--time-budget"},
       {{"--time-budget", "1", "--iters", "3", "--min-iters", "5"}, "larger than --iters"},
       {{"--iters"}, "missing value"},
+      {{"--settle-ms", "60001"}, "[0, 60000]"},
   };
   for (const auto& [args, want] : cases) {
     SweepOptions o;
