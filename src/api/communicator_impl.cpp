@@ -1,11 +1,11 @@
 #include "api/communicator_impl.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <thread>
 
+#include "algo/auto_choice.hpp"
 #include "algo/hybrid_plan.hpp"
 #include "block/bitmap.hpp"
 #include "block/reduce.hpp"
@@ -437,28 +437,12 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   // 64-bit types: the dense algorithms, recursive doubling while latency decides.
   if (dtype_valid(static_cast<std::uint8_t>(dtype)) && dtype_is_wide(dtype))
     return size() > 1 && count * 8 <= options_.small_tensor_bytes ? Algorithm::recursive_doubling : Algorithm::ring;
-  // auto decides from what every rank already has, the same on every rank (count, dtype and
-  // SPARCOLL_SMALL_TENSOR_BYTES are, and the transport every process joined with), with no
-  // message and no pass over the data:
-  //   - one rank: block-sparse, which copies;
-  //   - a small tensor: block recursive doubling, log2(p) exchanges of the non-zero blocks seen
-  //     so far, where latency outweighs bytes and lanes, windows and the density decision cost
-  //     more than they save (on dense data it moves what dense recursive doubling moves, 3-8%
-  //     slower; at 50% density up to 2x faster). Its bytes grow with log2(p) while the ring's
-  //     stay under 2x the tensor, so the limit halves with each doubling of the ranks above 2
-  //     (4 ranks: 32 KiB; measured on shm, the ring overtook it between 16 and 64 KiB) and once
-  //     more over shm (below); the dense algorithm below stripes (the butterfly at 4 and 8
-  //     ranks, else the ring: algo::dense_algorithm_below_stripes) takes the rest of the small
-  //     range;
-  //   - anything larger: the hybrid, which decides from every rank's sampled densities: below
-  //     SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block recursive doubling or that dense
-  //     algorithm (over tcp at 1 MiB: 52-239 us against the ring's 383-398 at 1-30% density, 2
-  //     ranks), from there per stripe, block-sparse or the ring. Its density exchange (7-60 us
-  //     at 4 ranks on 2 cores) once kept the dense algorithm below 1 MiB over shm; a shape's
-  //     table is now kept across calls (algo/plan_reuse.hpp), and without the exchange the
-  //     hybrid beat the butterfly at 4 ranks over shm from 128 KiB at every density (128 KiB:
-  //     24-79 against 77-107 us), and the ring at 2 ranks at 0-1% (5-19 against 11-35 us),
-  //     losing 0-4 us at 10-30% (docs/algorithms.md, "auto").
+  // auto decides from what every rank already has (algo/auto_choice.hpp): the count, dtype and
+  // SPARCOLL_SMALL_TENSOR_BYTES, the same on every rank, and the transport every process joined
+  // with. A small tensor goes by block recursive doubling or the dense algorithm below stripes;
+  // anything larger by the hybrid, which decides from every rank's densities (below
+  // SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block recursive doubling or that dense
+  // algorithm, from there per stripe, block-sparse or the ring; docs/algorithms.md, "auto").
   // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or
   // count is bad still takes its turn there and fails the collective on every rank, and ranks
   // whose counts or dtypes differ (so that they choose differently) meet in the same collective
@@ -466,20 +450,8 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   // and another on the collective thread, out of step.
   (void)send;
   (void)op;
-  if (size() == 1) return Algorithm::block_sparse;
   const std::size_t esize = dtype_valid(static_cast<std::uint8_t>(dtype)) ? dtype_size(dtype) : 4;
-  if (count <= options_.small_tensor_bytes / esize) {
-    // Halved per doubling of the ranks above 2 (ceil(log2 p) - 1 times), and once more over shm,
-    // where no wire's latency hides block recursive doubling's packing and merging passes: on
-    // dense data it took twice the butterfly's time there at the upper half of the range (2 ranks,
-    // 64 KiB: 25.6 against 11.8 us; 4 ranks, 32 KiB: 61 against 32), while over tcp it was as
-    // fast or faster at 4 ranks at every density (docs/algorithms.md, "auto").
-    const int halvings = std::bit_width(size() - 1u) - 1 + (transport() == "shm" ? 1 : 0);
-    return count <= (options_.small_tensor_bytes >> halvings) / esize
-               ? Algorithm::block_recursive_doubling
-               : algo::dense_algorithm_below_stripes(size());
-  }
-  return Algorithm::hybrid;
+  return algo::auto_algorithm(size(), transport() == "shm", count * esize, options_.small_tensor_bytes);
 }
 
 Status CommunicatorImpl::submit(coll::CollOp& op, const char* what, const std::string& problem,

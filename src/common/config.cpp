@@ -302,8 +302,9 @@ const std::vector<ConfigVariable>& config_variables() {
        "algo=auto: a tensor of at most this many bytes takes block recursive doubling (log2(p) rounds, each an "
        "exchange of the non-zero blocks seen so far: latency beats bandwidth there; the limit halves per doubling of "
        "the ranks above 2, and once more over shm, where dense data cost it twice the butterfly's time at the top "
-       "of the range; the ring, or the butterfly at 4 and 8 ranks, takes the rest), a larger one the hybrid. Must "
-       "be equal on every process.",
+       "of the range, and at least once: a dense tensor's message above 64 KiB took two of loopback's segments; "
+       "the ring, or the butterfly at 4 and 8 ranks, takes the rest), a larger one the hybrid. Must be equal on "
+       "every process.",
        {}, &parse_nonnegative_u32<&Options::small_tensor_bytes>},
       {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
        "the smallest tensor the hybrid splits into stripes: below it the hybrid sends the whole tensor by block "
