@@ -159,6 +159,10 @@ TEST(BenchAll, QuickRunCoversEverySystem) {
   for (const std::string& line : lines_of(out + "/summary.txt"))
     core_line = core_line || line.rfind("# cache-line round trip between cores before each of ", 0) == 0;
   EXPECT_TRUE(core_line) << "summary.txt does not say how far apart the host had put the cores";
+  bool load_line = false;
+  for (const std::string& line : lines_of(out + "/summary.txt"))
+    load_line = load_line || (line.rfind("# host: load average ", 0) == 0 && line.find("% of the CPU time") != std::string::npos);
+  EXPECT_TRUE(load_line) << "summary.txt does not give the host's load average and steal";
   EXPECT_TRUE(std::filesystem::exists(out + "/never-slower.jsonl"));
   std::filesystem::remove_all(out);
 }
