@@ -1,10 +1,10 @@
 // The hybrid allreduce on the collective thread: every stripe of the tensor goes the way that
 // costs least for its density:
 //   1. each rank estimates its stripes' non-zero blocks from a sample of them
-//      (algo::sample_stripe_counts) and every rank's estimates are exchanged (one small message
-//      to every peer), or the table of the last exchange for this shape is reused, with no
-//      sample, while its results say the data has not moved (algo/plan_reuse.hpp); every rank
-//      computes the same plan from the same table (algo/hybrid_plan.hpp);
+//      (algo::sample_stripe_counts), every rank's estimates are exchanged (one small message to
+//      every peer) and every rank computes the same plan from the same table
+//      (algo/hybrid_plan.hpp); or, while this shape's results are steady, the plan its last
+//      result called for is taken, with no sample and no message (algo/plan_reuse.hpp);
 //   2. the sparse stripes, and only they, are scanned into the bitmap of the op slot the calling
 //      thread reserved, and go to the block-sparse engine, which runs them on the progress
 //      threads while
@@ -103,9 +103,11 @@ algo::KeptPlan Executor::kept_plan(const CollOp& op) {
 // After a call that succeeded: what its result (the same bits on every rank) says the next call
 // of this shape should do. The block-sparse stripes' counts are exact and free: the engine
 // counted the result blocks it received (OpState::stripe_results). The others are sampled from
-// the result, 32 blocks per stripe, at a phase that moves from call to call (a dense stripe's
-// sampled blocks are mostly non-zero, and the read of a non-zero block stops at its first
-// non-zero element).
+// the result, 32 blocks per stripe (a dense stripe's sampled blocks are mostly non-zero, and the
+// read of a non-zero block stops at its first non-zero element): a striped tensor's at a phase
+// that moves from call to call (the calls so far, the same count on every rank), so that a
+// stripe sent dense by a sample's mistake is seen again through other blocks; a whole tensor's
+// at the middle of each part, as its decision is compared from one result to the next.
 void Executor::remember_result(const CollOp& op, bool exchanged) {
   if (!plan_reuse_.enabled()) return;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
