@@ -277,11 +277,11 @@ Task Executor::execute(CollOp& op) {
     case CollKind::recv: co_return Status(ErrorCode::internal, "send and recv go to the mailbox, not execute()");
   }
   // Errors name the algorithm that really runs (broadcast is a binomial tree whatever op.algo says).
-  const std::string algo = op.kind == CollKind::broadcast                                ? "binomial tree"
-                           : op.kind == CollKind::gather || op.kind == CollKind::scatter ||
-                                   op.kind == CollKind::all_to_all
-                               ? "direct"
-                                                                                         : std::string(algorithm_name(op.algo));
+  const std::string_view algo = op.kind == CollKind::broadcast ? std::string_view("binomial tree")
+                                : op.kind == CollKind::gather || op.kind == CollKind::scatter ||
+                                        op.kind == CollKind::all_to_all
+                                    ? std::string_view("direct")
+                                    : algorithm_name(op.algo);
   // What every rank must agree on: only the fields this kind uses (a slot's others are stale).
   const bool reduces = op.kind != CollKind::broadcast && op.kind != CollKind::allgather &&
                        op.kind != CollKind::compressed_allreduce && op.kind != CollKind::gather &&
@@ -299,7 +299,7 @@ Task Executor::execute(CollOp& op) {
       op.kind == CollKind::compressed_allreduce || op.kind == CollKind::all_to_all ? 0
                                                                                  : static_cast<std::uint8_t>(op.dtype),
       reduces ? static_cast<std::uint8_t>(op.op) : 0);
-  peers_.begin(op.seq, std::string(kind) + " " + std::to_string(op.seq) + " (" + algo + ")", op.deadline, signature,
+  peers_.begin(op.seq, kind, algo, op.deadline, signature,
                rooted ? op.root : 0);
   if (!op.invalid.empty()) co_return Status(op.invalid_code, op.invalid);
   const std::size_t esize = dtype_size(op.dtype);

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <iterator>
 #include <thread>
@@ -35,12 +36,18 @@ Peers::Peers(transport::Channel* channel, std::uint32_t rank, std::uint32_t size
   recvs_.reserve(64);
 }
 
-void Peers::begin(std::uint32_t seq, std::string what, Clock::time_point deadline, std::uint32_t signature,
-                  std::uint32_t root) {
+void Peers::begin(std::uint32_t seq, std::string_view kind, std::string_view algo, Clock::time_point deadline,
+                  std::uint32_t signature, std::uint32_t root) {
   seq_ = seq;
   signature_ = signature;
   root_ = root;
-  what_ = std::move(what);
+  char digits[16];
+  what_.assign(kind);
+  what_ += ' ';
+  what_.append(digits, std::to_chars(digits, digits + sizeof digits, seq).ptr);
+  what_ += " (";
+  what_ += algo;
+  what_ += ')';
   deadline_ = deadline;
   failed_ = false;
   only_posted_ = false;

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "p2p/mailbox.hpp"
@@ -50,11 +51,12 @@ class Peers {
   // The current collective's name, for algorithms' own error messages.
   const std::string& what() const noexcept { return what_; }
 
-  // Starts collective `seq` (named `what` in errors, e.g. "allreduce op 7 (ring)"), whose
-  // collective_signature (peer_wire.hpp) and root every data fragment carries and every peer's
-  // must match (root 0 for collectives without one).
-  void begin(std::uint32_t seq, std::string what, Clock::time_point deadline, std::uint32_t signature,
-             std::uint32_t root = 0);
+  // Starts collective `seq`, named "<kind> <seq> (<algo>)" in errors (e.g. "allreduce op 7
+  // (ring)"), whose collective_signature (peer_wire.hpp) and root every data fragment carries
+  // and every peer's must match (root 0 for collectives without one). The name is composed into
+  // a string that keeps its capacity from one collective to the next: no allocation per call.
+  void begin(std::uint32_t seq, std::string_view kind, std::string_view algo, Clock::time_point deadline,
+             std::uint32_t signature, std::uint32_t root = 0);
   // Added to every tag posted from now on in this collective, so that one collective can run
   // several algorithms one after another (the phases of a hybrid allreduce) without their
   // messages meeting: each algorithm numbers its tags from 0.

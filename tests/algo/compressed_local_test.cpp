@@ -35,7 +35,7 @@ struct OneRank {
     tensor.n = n;
   }
   CompressedCall call(const std::vector<float>& g, std::vector<float>& out, const Compression& c, std::size_t k) {
-    peers.begin(0, "test", p2p::Clock::now() + std::chrono::seconds(5), 0x8000);
+    peers.begin(0, "test", "local", p2p::Clock::now() + std::chrono::seconds(5), 0x8000);
     CompressedCall call;
     call.tensor = &tensor;
     call.grad = g.data();

@@ -88,13 +88,13 @@ class PeersStash : public ::testing::Test {
   void early_message(std::uint32_t seq, std::size_t bytes) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     const std::vector<std::byte> sent = pattern(bytes, seq);
-    rank1_.begin(seq, "test collective", deadline, 0x8000);
+    rank1_.begin(seq, "test collective", "stash", deadline, 0x8000);
     rank1_.send(0, 0, sent.data(), sent.size());
     ASSERT_TRUE(run_step(rank1_).ok());
     while (rank0_.poll_idle()) {
     }
     stashed_ = rank0_.stash_bytes();
-    rank0_.begin(seq, "test collective", deadline, 0x8000);
+    rank0_.begin(seq, "test collective", "stash", deadline, 0x8000);
     std::vector<std::byte> got(bytes);
     rank0_.recv(1, 0, got.data(), got.size());
     const Status s = run_step(rank0_);
