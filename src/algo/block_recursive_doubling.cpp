@@ -82,10 +82,12 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
     BlockSetView theirs;
     if (Status s = parse(received, partner, "(step)", &theirs); !s.ok()) co_return s;
     const BlockSetView mine = view_block_set(*cur, g);
-    if ((me & mask) == 0)
-      merge_block_sets(mine, theirs, g, op, spare);
-    else
-      merge_block_sets(theirs, mine, g, op, spare);
+    const BlockSetView& left = (me & mask) == 0 ? mine : theirs;
+    const BlockSetView& right = (me & mask) == 0 ? theirs : mine;
+    // The last step of a rank no folded rank waits for: the union straight into recv.
+    if ((mask << 1) == pow2 && r >= 2 * rem && merge_block_sets_into(left, right, g, dtype, op, recv))
+      co_return Status();
+    merge_block_sets(left, right, g, op, spare);
     std::swap(cur, spare);
   }
   if (r < 2 * rem) {

@@ -65,6 +65,46 @@ void pack_block_set(const void* data, DataType dtype, const std::uint64_t* bits,
   }
 }
 
+namespace {
+
+// The union of a and b, run by run (runs of blocks of one kind: in both, in a only, in b only;
+// their values are contiguous in a and b, so each run is one kernel call): place(first, end)
+// says where the values of blocks [first, end) go, gap(first, end) is told of blocks in neither.
+template <class Place, class Gap>
+void merge_runs(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, ReduceOp op, Place place,
+                Gap gap) {
+  const std::size_t nblocks = g.blocks();
+  const std::byte* pa = a.values;
+  const std::byte* pb = b.values;
+  std::size_t blk = 0;
+  while (blk < nblocks) {
+    const bool in_a = test(a.bits, blk), in_b = test(b.bits, blk);
+    std::size_t end = blk + 1;
+    while (end < nblocks && test(a.bits, end) == in_a && test(b.bits, end) == in_b) ++end;
+    if (!in_a && !in_b) {
+      gap(blk, end);
+      blk = end;
+      continue;
+    }
+    const std::size_t n = elems_of_run(g, blk, end);
+    std::byte* dst = place(blk, end);
+    if (in_a && in_b) {
+      std::memcpy(dst, pa, n * 4);
+      block::acc_reduce(g.acc_type, op, pb, dst, n);  // dst = op(a, b)
+      pa += n * 4;
+      pb += n * 4;
+    } else {
+      const std::byte*& src = in_a ? pa : pb;
+      std::memcpy(dst, src, n * 4);
+      block::acc_reduce_zero(g.acc_type, op, dst, n);  // op(x, 0); nothing for sum and avg
+      src += n * 4;
+    }
+    blk = end;
+  }
+}
+
+}  // namespace
+
 void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, ReduceOp op,
                       std::vector<std::byte>* out) {
   const std::size_t nblocks = g.blocks(), words = g.words();
@@ -78,34 +118,25 @@ void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockG
     std::memcpy(at + w * 8, &u, 8);
   }
   std::byte* dst = at + words * 8;
-  const std::byte* pa = a.values;
-  const std::byte* pb = b.values;
-  // Runs of blocks of one kind (in both, in a only, in b only): their values are contiguous in a,
-  // b and the union alike, so each run is one kernel call.
-  std::size_t blk = 0;
-  while (blk < nblocks) {
-    const bool in_a = test(a.bits, blk), in_b = test(b.bits, blk);
-    if (!in_a && !in_b) {
-      ++blk;
-      continue;
-    }
-    std::size_t end = blk + 1;
-    while (end < nblocks && test(a.bits, end) == in_a && test(b.bits, end) == in_b) ++end;
-    const std::size_t n = elems_of_run(g, blk, end);
-    if (in_a && in_b) {
-      std::memcpy(dst, pa, n * 4);
-      block::acc_reduce(g.acc_type, op, pb, dst, n);  // dst = op(a, b)
-      pa += n * 4;
-      pb += n * 4;
-    } else {
-      const std::byte*& src = in_a ? pa : pb;
-      std::memcpy(dst, src, n * 4);
-      block::acc_reduce_zero(g.acc_type, op, dst, n);  // op(x, 0); nothing for sum and avg
-      src += n * 4;
-    }
-    dst += n * 4;
-    blk = end;
-  }
+  merge_runs(
+      a, b, g, op,
+      [&](std::size_t first, std::size_t end) {
+        std::byte* here = dst;
+        dst += elems_of_run(g, first, end) * 4;
+        return here;
+      },
+      [](std::size_t, std::size_t) {});
+}
+
+bool merge_block_sets_into(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, DataType dtype,
+                           ReduceOp op, void* recv) {
+  if (dtype != g.acc_type || op == ReduceOp::avg) return false;  // the accumulators are not the result's bytes
+  auto* out = static_cast<std::byte*>(recv);
+  const std::size_t run_bytes = std::size_t{g.block_elems} * 4;
+  merge_runs(
+      a, b, g, op, [&](std::size_t first, std::size_t) { return out + first * run_bytes; },
+      [&](std::size_t first, std::size_t end) { std::memset(out + first * run_bytes, 0, elems_of_run(g, first, end) * 4); });
+  return true;
 }
 
 void unpack_block_set(const BlockSetView& set, const BlockGeometry& g, DataType dtype, ReduceOp op,

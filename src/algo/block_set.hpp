@@ -79,6 +79,13 @@ BlockSetView view_block_set(const std::vector<std::byte>& set, const BlockGeomet
 void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, ReduceOp op,
                       std::vector<std::byte>* out);
 
+// The last merge of an allreduce, straight into the tensor: recv (g.count elements of dtype) =
+// unpack_block_set of merge_block_sets(a, b), bit for bit, without the set in between (one pass
+// over the values fewer). Only where the accumulators are the result's bytes (a 32-bit dtype,
+// not avg); returns false, and writes nothing, elsewhere.
+bool merge_block_sets_into(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, DataType dtype,
+                           ReduceOp op, void* recv);
+
 // recv (g.count elements of dtype) = the set's blocks narrowed (avg: divided by nranks), zero
 // (+0) where a block is absent.
 void unpack_block_set(const BlockSetView& set, const BlockGeometry& g, DataType dtype, ReduceOp op,

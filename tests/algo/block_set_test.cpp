@@ -85,6 +85,37 @@ TEST(BlockSet, MergeCombinesSharedBlocksAndKeepsTheOthersAsOpWithZero) {
   }
 }
 
+TEST(BlockSet, MergingIntoTheTensorGivesTheBitsOfMergeThenUnpack) {
+  for (const std::size_t count : {0u, 1u, 9u, 8u * 70 + 3, 8u * 128}) {
+    const BlockGeometry g{count, kBlock, DataType::f32};
+    auto a = tensor(count, 3, [](std::size_t b) { return b % 2 == 0 || b == 70; });
+    auto b = tensor(count, 4, [](std::size_t b) { return b % 3 == 0; });
+    if (count > 3 * kBlock) {
+      a[2 * kBlock] = -0.0f;  // a -0 in a shared block: kept as the merge keeps it
+      b[kBlock] = -0.0f;      // block 1: only a -0, so absent from b's set and zero in the result
+    }
+    const auto sa = pack(a, g), sb = pack(b, g);
+    for (const ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max, ReduceOp::product}) {
+      std::vector<std::byte> merged;
+      merge_block_sets(parse_ok(sa, g), parse_ok(sb, g), g, op, &merged);
+      std::vector<float> want(count, 42.0f), got(count, 42.0f);
+      unpack_block_set(parse_ok(merged, g), g, DataType::f32, op, 2, want.data());
+      ASSERT_TRUE(merge_block_sets_into(parse_ok(sa, g), parse_ok(sb, g), g, DataType::f32, op, got.data()));
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), count * 4), 0) << "count " << count << " op " << static_cast<int>(op);
+    }
+  }
+  // Where the accumulators are not the result's bytes it writes nothing and says so.
+  const BlockGeometry g{16, kBlock, DataType::f32};
+  const auto t = tensor(16, 5, [](std::size_t) { return true; });
+  const auto set = pack(t, g);
+  std::vector<std::uint16_t> half(16, 7);
+  EXPECT_FALSE(merge_block_sets_into(parse_ok(set, g), parse_ok(set, g), g, DataType::f16, ReduceOp::sum, half.data()));
+  std::vector<float> out(16, 42.0f);
+  EXPECT_FALSE(merge_block_sets_into(parse_ok(set, g), parse_ok(set, g), g, DataType::f32, ReduceOp::avg, out.data()));
+  EXPECT_EQ(half[0], 7);
+  EXPECT_EQ(out[0], 42.0f);
+}
+
 TEST(BlockSet, AMalformedMessageIsRefusedWithWhatIsWrong) {
   const std::size_t count = 8 * 100 + 5;  // 101 blocks: two bitmap words, the second partly used
   const BlockGeometry g{count, kBlock, DataType::f32};
