@@ -132,10 +132,10 @@ bool merge_block_sets_into(const BlockSetView& a, const BlockSetView& b, const B
                            ReduceOp op, void* recv) {
   if (dtype != g.acc_type || op == ReduceOp::avg) return false;  // the accumulators are not the result's bytes
   auto* out = static_cast<std::byte*>(recv);
-  const std::size_t run_bytes = std::size_t{g.block_elems} * 4;
+  const std::size_t block_bytes = std::size_t{g.block_elems} * 4;
   merge_runs(
-      a, b, g, op, [&](std::size_t first, std::size_t) { return out + first * run_bytes; },
-      [&](std::size_t first, std::size_t end) { std::memset(out + first * run_bytes, 0, elems_of_run(g, first, end) * 4); });
+      a, b, g, op, [&](std::size_t first, std::size_t) { return out + first * block_bytes; },
+      [&](std::size_t first, std::size_t end) { std::memset(out + first * block_bytes, 0, elems_of_run(g, first, end) * 4); });
   return true;
 }
 
