@@ -299,8 +299,7 @@ Task Executor::execute(CollOp& op) {
       op.kind == CollKind::compressed_allreduce || op.kind == CollKind::all_to_all ? 0
                                                                                  : static_cast<std::uint8_t>(op.dtype),
       reduces ? static_cast<std::uint8_t>(op.op) : 0);
-  peers_.begin(op.seq, kind, algo, op.deadline, signature,
-               rooted ? op.root : 0);
+  peers_.begin(op.seq, kind, algo, op.deadline, signature, rooted ? op.root : 0);
   if (!op.invalid.empty()) co_return Status(op.invalid_code, op.invalid);
   const std::size_t esize = dtype_size(op.dtype);
   // A count of 0 still runs the algorithm (empty messages): a rank that skipped it would leave
