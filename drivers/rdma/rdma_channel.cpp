@@ -100,10 +100,13 @@ struct RdmaChannel::Peer {
   std::vector<ibv_recv_wr> recv_chain;  // recv_batch linked zero-length WRs, reused
 
   std::string gone;                  // first failure seen ("closed its rdma transport", a wc status)
+  std::uint32_t lost = kNoProcess;   // the process this peer said it lost when it closed
 };
 
 RdmaChannel::RdmaChannel(std::uint32_t index, const DriverContext& ctx, Device& device, MrCache& cache)
-    : index_(index), max_message_(ctx.max_message), device_(device), cache_(cache), pos_of_(ctx.processes.size(), -1) {}
+    : index_(index), max_message_(ctx.max_message), device_(device), cache_(cache), pos_of_(ctx.processes.size(), -1) {
+  for (std::uint32_t p = 0; p < ctx.processes.size(); ++p) process_names_.push_back(process_name(ctx, p));
+}
 
 void RdmaChannel::drain_cq_events() noexcept {
   if (events_ == nullptr) return;
@@ -304,6 +307,12 @@ void RdmaChannel::fail(ErrorCode code, std::string message) {
   if (error_.ok()) error_ = Status(code, std::move(message) + " (seen on rdma channel " + std::to_string(index_) + ")");
 }
 
+void RdmaChannel::fail_on(Peer& peer) {
+  // The root cause: the process the peer said it lost when it closed, else the peer itself.
+  if (error_.ok()) lost_ = peer.lost != kNoProcess ? peer.lost : peer.index;
+  fail(ErrorCode::peer_failure, peer.label + " " + peer.gone);
+}
+
 bool RdmaChannel::post(Peer& peer, ibv_send_wr& wr, bool force_signal) {
   if (peer.sq_posted - peer.sq_done >= send_depth_) return false;
   const std::uint64_t position = peer.sq_posted;
@@ -338,7 +347,7 @@ SendResult RdmaChannel::send_message(std::uint32_t peer_index, const struct iove
     return SendResult::error;
   }
   if (!peer.gone.empty()) {
-    fail(ErrorCode::peer_failure, peer.label + " " + peer.gone);
+    fail_on(peer);
     return SendResult::error;
   }
   const std::uint32_t slots = geometry_.slots;
@@ -477,7 +486,15 @@ void RdmaChannel::on_send_done(Peer& peer, std::uint64_t wr_low) {
 void RdmaChannel::on_arrival(Peer& peer, std::uint32_t imm) {
   ++peer.recv_unposted;
   if ((imm & kCloseFlag) != 0) {
-    if (peer.gone.empty()) peer.gone = "closed its rdma transport";
+    if (peer.gone.empty()) {
+      peer.gone = "closed its rdma transport";
+      // A lost process out of range (a hostile or garbled imm) is ignored: the close stands.
+      const std::uint32_t lost = (imm & ~kCloseFlag) - 1;
+      if ((imm & ~kCloseFlag) != 0 && lost < process_names_.size() && lost != peer.index) {
+        peer.lost = lost;
+        peer.gone += " after losing " + process_names_[lost];
+      }
+    }
     any_gone_ = true;
     return;
   }
@@ -585,7 +602,7 @@ void RdmaChannel::keepalive() {
 bool RdmaChannel::fail_drained_gone_peer() {
   for (auto& peer : peers_) {
     if (peer->gone.empty() || peer->delivered < peer->arrived) continue;
-    fail(ErrorCode::peer_failure, peer->label + " " + peer->gone);
+    fail_on(*peer);
     return true;
   }
   return false;
@@ -604,13 +621,14 @@ bool RdmaChannel::flushed() {
   return done;
 }
 
-void RdmaChannel::post_close() {
+void RdmaChannel::post_close(std::uint32_t lost) {
+  const std::uint32_t imm = kCloseFlag | (lost < process_names_.size() ? lost + 1 : 0);
   for (auto& peer : peers_) {
     if (!peer->connected || !peer->gone.empty()) continue;
     ibv_send_wr wr {};
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.num_sge = 0;
-    wr.imm_data = htonl(kCloseFlag);
+    wr.imm_data = htonl(imm);
     wr.wr.rdma.remote_addr = peer->remote_ring;
     wr.wr.rdma.rkey = peer->remote_ring_rkey;
     const std::uint64_t position = peer->sq_posted;

@@ -23,7 +23,9 @@
 //            credit line.
 //   keepalive: every 200 ms a peer with no signalled WR in flight gets a signalled credit
 //            write, so a dead peer turns into a failed completion even on an idle channel.
-//   close:   the driver destructor sends imm kCloseFlag, so peers learn at once.
+//   close:   the driver destructor sends imm kCloseFlag, so peers learn at once; a process
+//            closing because it lost a peer puts that peer's index + 1 in the imm's low bits,
+//            so the others name the process that failed, not the one that left after it.
 // Failures (a failed completion, a close, a protocol violation) are sticky; a peer's messages
 // that arrived before its failure are delivered before the failure is reported.
 #pragma once
@@ -42,8 +44,11 @@
 
 namespace sparcoll::transport::rdma {
 
-// imm = message length, or this flag for "closing" (lengths are at most 1 GiB).
+// imm = message length, or this flag for "closing" (lengths are at most 1 GiB), with the lost
+// process's index + 1 (0: none) in the bits below it.
 inline constexpr std::uint32_t kCloseFlag = 0x80000000u;
+// No process: the channel did not fail because of a peer.
+inline constexpr std::uint32_t kNoProcess = 0xffffffffu;
 
 // Ring geometry every process derives from max_message (and checks against its peers').
 struct RingGeometry {
@@ -80,9 +85,13 @@ class RdmaChannel final : public Channel {
   bool flushed() override;
   const Status& error() const override { return error_; }
 
-  // Teardown, step 1: tell every live peer we are closing. Step 2: wait (bounded) for those
-  // writes to complete; true when none is outstanding.
-  void post_close();
+  // The process whose failure (or close after losing another) failed this channel: the first
+  // cause, kNoProcess when none was a peer's.
+  std::uint32_t lost_process() const { return lost_; }
+  // Teardown, step 1: tell every live peer we are closing, and which process we lost (from
+  // whichever of the driver's channels saw it). Step 2: wait (bounded) for those writes to
+  // complete; true when none is outstanding.
+  void post_close(std::uint32_t lost);
   bool close_done();
   // Test hook: destroys the QPs without telling anyone, as a crash would.
   void destroy_qps_abruptly();
@@ -113,6 +122,7 @@ class RdmaChannel final : public Channel {
   void keepalive();
   bool fail_drained_gone_peer();
   void fail(ErrorCode code, std::string message);
+  void fail_on(Peer& peer);  // a peer_failure naming `peer` and why it is gone
 
   std::uint32_t index_;
   std::uint32_t max_message_;
@@ -138,6 +148,8 @@ class RdmaChannel final : public Channel {
   MemoryKeys staging_keys_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<std::int32_t> pos_of_;  // process index -> position in peers_, -1 if not a peer
+  std::vector<std::string> process_names_;  // by process index, for the process a closing peer lost
+  std::uint32_t lost_ = kNoProcess;
   std::size_t next_first_ = 0;
   bool any_gone_ = false;
   std::uint32_t polls_ = 0;

@@ -12,8 +12,9 @@
 //      burns retries.
 // Zero-copy: buffers the application registers (Communicator::register_buffer) go through the
 // same MrCache; sends then read blocks straight from them (RdmaChannel::gather).
-// Teardown: tell every live peer we are closing (imm kCloseFlag), wait up to 300 ms for those
-// writes, then destroy channels (QPs, CQs, memory), the registration cache, PD and device.
+// Teardown: tell every live peer we are closing (imm kCloseFlag, with the process whose failure
+// ended this one, if any), wait up to 300 ms for those writes, then destroy channels (QPs, CQs,
+// memory), the registration cache, PD and device.
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -39,7 +40,11 @@ constexpr auto kCloseWait = std::chrono::milliseconds(300);
 class RdmaDriver final : public Driver {
  public:
   ~RdmaDriver() override {
-    for (auto& channel : channels_) channel->post_close();
+    // Every channel names the same lost process, so a peer learns it whichever close it reads first.
+    std::uint32_t lost = kNoProcess;
+    for (auto& channel : channels_)
+      if (lost == kNoProcess) lost = channel->lost_process();
+    for (auto& channel : channels_) channel->post_close(lost);
     const auto give_up = std::chrono::steady_clock::now() + kCloseWait;
     for (auto& channel : channels_)
       while (!channel->close_done() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();

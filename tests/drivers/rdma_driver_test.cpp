@@ -1,5 +1,6 @@
 // rdma behaviour on a real device (Soft-RoCE in scripts/rxe-vm): a wrong GID index fails setup
-// clearly, credits run out and come back, a peer whose QPs vanish is named. Skipped, with the
+// clearly, credits run out and come back, a peer whose QPs vanish is named, and so is the process
+// a peer lost before it closed. Skipped, with the
 // reason, where no rdma device is usable.
 #include <gtest/gtest.h>
 
@@ -104,6 +105,40 @@ TEST_F(DriverRdma, PeerWhoseQpsVanishIsNamedWithTheQp) {
   std::uint64_t word = 0;
   struct iovec iov = {&word, sizeof word};
   EXPECT_EQ(channel.send(1, &iov, 1), SendResult::error) << "sticky";
+}
+
+// Rank 1 loses rank 2 and closes: rank 0, which has not noticed rank 2 yet, reads rank 1's close
+// first and must still name rank 2, the process that failed, on every channel (only rank 1's
+// channel 0 saw the loss). Without it a job's survivors name whoever left first.
+TEST_F(DriverRdma, PeerThatClosedAfterLosingAProcessNamesIt) {
+  ClusterConfig c = config(3);
+  c.channels = 2;
+  DriverCluster cluster(c);
+  Status started = cluster.start();
+  ASSERT_TRUE(started.ok()) << started.to_string();
+  transport::rdma::destroy_qps_abruptly(cluster.driver(2));
+  const auto poll_until_error = [](Channel& channel) {
+    const auto start = Clock::now();
+    int k = 0;
+    while (k >= 0 && Clock::now() - start < std::chrono::seconds(5)) {
+      ReceivedMessage got[4];
+      k = channel.poll(got, 4);
+      if (k == 0) std::this_thread::yield();
+    }
+    return k;
+  };
+  Channel& first = cluster.driver(1).channel(0);
+  ASSERT_EQ(poll_until_error(first), -1) << "rank 2's vanished qp was never noticed";
+  ASSERT_NE(first.error().message().find("rank 2 (qp 0x"), std::string::npos) << first.error().message();
+  cluster.destroy(1);
+  for (std::uint32_t ch = 0; ch < 2; ++ch) {
+    Channel& channel = cluster.driver(0).channel(ch);
+    ASSERT_EQ(poll_until_error(channel), -1) << "rank 1's close was never noticed on channel " << ch;
+    EXPECT_EQ(channel.error().code(), ErrorCode::peer_failure) << channel.error().to_string();
+    EXPECT_NE(channel.error().message().find("rank 1 (qp 0x"), std::string::npos) << channel.error().message();
+    EXPECT_NE(channel.error().message().find("closed its rdma transport after losing rank 2"), std::string::npos)
+        << channel.error().message();
+  }
 }
 
 }  // namespace

@@ -92,14 +92,16 @@ TEST_F(AllreduceRdma, ZeroCopyRegistrationFailureFallsBackToCopy) {
 TEST(FaultRdma, DeadPeerIsNamedOverRdma) {
   std::string reason;
   if (!sparcoll::transport::driver_usable("rdma", &reason)) GTEST_SKIP() << "rdma is not usable here: " << reason;
-  // Block-sparse, where every survivor waits on rank 1 itself. Under the hybrid (auto's choice
-  // for this 16 MiB tensor) a survivor may first see rank 0, which failed on rank 1 and exited,
-  // close its transport before rank 0's abort arrives over rdma: then it names rank 0.
-  const auto r = launch({"-n", "3", "--transport", "rdma", "--timeout", "120", "--",
-                         build_path("tests/integration/sparcoll-fault"), "die"},
-                        {"SPARCOLL_DEADLINE_MS=20000", "SPARCOLL_ALGO=block_sparse"}, std::chrono::seconds(180));
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+  // Block-sparse, where every survivor waits on rank 1 itself, and the default (the hybrid for
+  // this 16 MiB tensor), where a survivor may first see the other survivor, which failed on
+  // rank 1 and exited, close its transport: that close names rank 1 as the process it lost.
+  for (const char* algo : {"SPARCOLL_ALGO=block_sparse", "SPARCOLL_ALGO=auto"}) {
+    const auto r = launch({"-n", "3", "--transport", "rdma", "--timeout", "120", "--",
+                           build_path("tests/integration/sparcoll-fault"), "die"},
+                          {"SPARCOLL_DEADLINE_MS=20000", algo}, std::chrono::seconds(180));
+    EXPECT_EQ(r.exit_code, 0) << algo << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace
