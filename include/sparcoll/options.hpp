@@ -34,7 +34,7 @@ struct Options {
   int aggregators = 0;             // SPARCOLL_AGGREGATORS: 0 = co-located, M = dedicated processes
   std::uint32_t block_elems = 256; // SPARCOLL_BLOCK_ELEMS: elements per block
   std::uint32_t lanes = 64;        // SPARCOLL_LANES: slots the tensor's blocks are striped over
-  std::uint32_t fusion = 8;        // SPARCOLL_FUSION: max blocks a worker fuses into one message
+  std::uint32_t fusion = 32;       // SPARCOLL_FUSION: max blocks a worker fuses into one message
   std::uint32_t threads = 1;       // SPARCOLL_THREADS: progress threads (shards) per process
   std::vector<int> pin_cores;      // SPARCOLL_PIN_CORES: e.g. "2,3"; empty = no pinning
   std::uint32_t max_inflight = 4;  // SPARCOLL_MAX_INFLIGHT: operations in flight per communicator

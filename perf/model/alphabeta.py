@@ -31,7 +31,8 @@ def union_density(d, n, pattern="random"):
 
 
 class Protocol:
-    """Protocol geometry: block, lanes, fusion (sparcoll defaults)."""
+    """Protocol geometry: block, lanes, fusion (sparcoll's defaults when the predictions in
+    README.md were made; SPARCOLL_FUSION has been 32 since 2026-11-28)."""
 
     def __init__(self, block_bytes=1024, lanes=64, fusion=8):
         self.b, self.L, self.F = block_bytes, lanes, fusion

@@ -325,7 +325,7 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_positive_u32<&Options::block_elems>},
       {"SPARCOLL_LANES", "lanes", "64", "lanes (independent aggregation streams, each with its own window) the tensor's blocks are striped over, 1 to 4096.", {},
        &parse_positive_u32<&Options::lanes>},
-      {"SPARCOLL_FUSION", "fusion", "8", "most blocks a worker fuses into one message, 1 to 255.", {},
+      {"SPARCOLL_FUSION", "fusion", "32", "most blocks a worker fuses into one message (a window), 1 to 255; at most what fits in SPARCOLL_MAX_MESSAGE. Each aggregator lane in flight holds two buffers of workers x fusion blocks.", {},
        &parse_positive_u32<&Options::fusion>},
       {"SPARCOLL_THREADS", "threads", "1", "progress threads of the block-sparse module per process, 1 to 64.", {},
        &parse_positive_u32<&Options::threads>},
