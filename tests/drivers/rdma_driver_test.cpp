@@ -19,6 +19,18 @@ using transport::ReceivedMessage;
 using transport::SendResult;
 using Clock = std::chrono::steady_clock;
 
+// Polls `channel` until it reports an error (-1) or 5 s pass; returns the last poll's result.
+int poll_until_error(Channel& channel) {
+  const auto start = Clock::now();
+  int k = 0;
+  while (k >= 0 && Clock::now() - start < std::chrono::seconds(5)) {
+    ReceivedMessage got[4];
+    k = channel.poll(got, 4);
+    if (k == 0) std::this_thread::yield();
+  }
+  return k;
+}
+
 class DriverRdma : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -91,13 +103,7 @@ TEST_F(DriverRdma, PeerWhoseQpsVanishIsNamedWithTheQp) {
   transport::rdma::destroy_qps_abruptly(cluster.driver(1));
   Channel& channel = cluster.driver(0).channel(0);
   const auto start = Clock::now();
-  int k = 0;
-  while (k >= 0 && Clock::now() - start < std::chrono::seconds(5)) {
-    ReceivedMessage got[4];
-    k = channel.poll(got, 4);
-    if (k == 0) std::this_thread::yield();
-  }
-  ASSERT_EQ(k, -1) << "rank 1's vanished qp was never noticed";
+  ASSERT_EQ(poll_until_error(channel), -1) << "rank 1's vanished qp was never noticed";
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
   EXPECT_EQ(channel.error().code(), ErrorCode::peer_failure) << channel.error().to_string();
   EXPECT_NE(channel.error().message().find("rank 1 (qp 0x"), std::string::npos) << channel.error().message();
@@ -117,16 +123,6 @@ TEST_F(DriverRdma, PeerThatClosedAfterLosingAProcessNamesIt) {
   Status started = cluster.start();
   ASSERT_TRUE(started.ok()) << started.to_string();
   transport::rdma::destroy_qps_abruptly(cluster.driver(2));
-  const auto poll_until_error = [](Channel& channel) {
-    const auto start = Clock::now();
-    int k = 0;
-    while (k >= 0 && Clock::now() - start < std::chrono::seconds(5)) {
-      ReceivedMessage got[4];
-      k = channel.poll(got, 4);
-      if (k == 0) std::this_thread::yield();
-    }
-    return k;
-  };
   Channel& first = cluster.driver(1).channel(0);
   ASSERT_EQ(poll_until_error(first), -1) << "rank 2's vanished qp was never noticed";
   ASSERT_NE(first.error().message().find("rank 2 (qp 0x"), std::string::npos) << first.error().message();
