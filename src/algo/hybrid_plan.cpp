@@ -148,6 +148,13 @@ std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_
   return 101;
 }
 
+std::uint32_t shm_dense_union_percent(std::uint32_t ranks) {
+  constexpr std::uint64_t kOne = 1'000'000;
+  std::uint64_t all_zero = kOne;  // (1 - d)^ranks, in millionths
+  for (std::uint32_t r = 0; r < ranks; ++r) all_zero = all_zero * (100 - kShmDensePerRankPercent) / 100;
+  return static_cast<std::uint32_t>((kOne - all_zero + kOne / 200) / (kOne / 100));
+}
+
 bool result_calls_for_dense(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
                             std::uint32_t threshold_percent) {
   if (nblocks == 0) return false;

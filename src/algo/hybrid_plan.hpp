@@ -51,6 +51,14 @@ std::uint32_t mask_blocks(std::uint32_t mask, std::uint64_t blocks);
 void plan_dense_stripes(const std::uint32_t* counts, std::uint32_t ranks, std::uint32_t stripes, std::uint64_t nblocks,
                         std::uint32_t stripe_blocks, std::uint32_t dense_percent, std::vector<std::uint64_t>* dense);
 
+// SPARCOLL_HYBRID_DENSE_PERCENT=auto over shm: the union density of `ranks` ranks each
+// kShmDensePerRankPercent dense with independent supports, in whole percent (rounded). Over shm
+// block-sparse and the ring met at about that per-rank density at 2, 4 and 8 ranks (16 MiB: a
+// union of 23, 40 and 64%), so a single union threshold was too high at 2 ranks and too low at
+// 8. Integers only: the same on every rank.
+constexpr std::uint32_t kShmDensePerRankPercent = 12;
+std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
+
 // For a tensor too small to split into stripes (below SPARCOLL_HYBRID_MIN_BYTES), whether block
 // recursive doubling beats the ring for the whole of it. masks[r * stripes + s]: rank r's
 // sample mask of stripe s (sample_stripe_masks). True when the bytes it is estimated to send, in

@@ -91,9 +91,12 @@ Status CommunicatorImpl::setup(const Options& options) {
   s = membership::join(options_, &membership_);
   if (!s.ok()) return s;
   joined_ = true;
-  // auto: the transport decides how dense a stripe must be for the ring to beat block-sparse
-  // (docs/algorithms.md, "hybrid"); every process joined with the same transport.
-  if (options_.hybrid_dense_percent < 0) options_.hybrid_dense_percent = transport() == "shm" ? 40 : 65;
+  // auto: the transport (and over shm the ranks) decide how dense a stripe must be for the ring
+  // to beat block-sparse (docs/algorithms.md, "hybrid"); every process joined with the same
+  // transport and world.
+  if (options_.hybrid_dense_percent < 0)
+    options_.hybrid_dense_percent =
+        transport() == "shm" ? static_cast<int>(algo::shm_dense_union_percent(membership_.workers)) : 65;
 
   block_sparse::EngineConfig cfg;
   cfg.layout.workers = membership_.workers;

@@ -126,6 +126,23 @@ TEST(HybridPlan, AStripesSampleMaskNamesItsNonZeroSamplesAndScalesToItsCount) {
 // doubling up to 45% of the ring's bytes, sends d: it switches at d = 46%, a union of
 // 1 - 0.54^2 = 70.8%; at 4 ranks d + (1 - (1-d)^2) <= 0.45 * 1.5 holds to d = 25%, so it switches
 // at 26%, a union of 1 - 0.74^4 = 70.0%.
+// Over shm auto's threshold is the union of ranks 12% dense each: 1 - 0.88^2 = 22.6%, 1 - 0.88^4
+// = 40.0%, 1 - 0.88^8 = 64.0%, rounded; it only grows with the ranks and stays below 100.
+TEST(HybridPlan, TheShmThresholdIsTheUnionOfRanksTwelvePercentDense) {
+  EXPECT_EQ(shm_dense_union_percent(1), 12u);
+  EXPECT_EQ(shm_dense_union_percent(2), 23u);
+  EXPECT_EQ(shm_dense_union_percent(3), 32u);
+  EXPECT_EQ(shm_dense_union_percent(4), 40u);
+  EXPECT_EQ(shm_dense_union_percent(8), 64u);
+  EXPECT_EQ(shm_dense_union_percent(16), 87u);
+  std::uint32_t last = 0;
+  for (std::uint32_t ranks = 1; ranks <= 4096; ranks *= 2) {
+    EXPECT_GE(shm_dense_union_percent(ranks), last) << ranks;
+    EXPECT_LE(shm_dense_union_percent(ranks), 100u) << ranks;
+    last = shm_dense_union_percent(ranks);
+  }
+}
+
 TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
   EXPECT_EQ(whole_tensor_dense_union_percent(2, 45), 70u);
   EXPECT_EQ(whole_tensor_dense_union_percent(4, 45), 70u);

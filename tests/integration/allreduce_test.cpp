@@ -108,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(BlockRecursiveDoubling, BlockRecursiveDoublingMatrix,
                          });
 
 // The hybrid allreduce: stripes of one tensor split between block-sparse and the dense path.
-// SPARCOLL_HYBRID_DENSE_PERCENT 0 sends every stripe dense, 101 none, 40 (the default) splits
+// SPARCOLL_HYBRID_DENSE_PERCENT 0 sends every stripe dense, 101 none, 40 (auto's at 4 ranks over shm) splits
 // dense_half tensors (dense first half, sparse second half) and follows the density elsewhere.
 // Sizes above 512 blocks make several stripes; min and max check the stripes' zeros.
 // SPARCOLL_HYBRID_MIN_BYTES=0: these sizes are split into stripes (below 2 MiB the hybrid would
