@@ -122,10 +122,6 @@ TEST(HybridPlan, AStripesSampleMaskNamesItsNonZeroSamplesAndScalesToItsCount) {
   EXPECT_EQ(masks[1], 0u);
 }
 
-// The union density at which the whole-tensor rule turns dense: 2 ranks, block recursive
-// doubling up to 45% of the ring's bytes, sends d: it switches at d = 46%, a union of
-// 1 - 0.54^2 = 70.8%; at 4 ranks d + (1 - (1-d)^2) <= 0.45 * 1.5 holds to d = 25%, so it switches
-// at 26%, a union of 1 - 0.74^4 = 70.0%.
 // Over shm auto's threshold is the union of ranks 12% dense each: 1 - 0.88^2 = 22.6%, 1 - 0.88^4
 // = 40.0%, 1 - 0.88^8 = 64.0%, rounded; it only grows with the ranks and stays below 100.
 TEST(HybridPlan, TheShmThresholdIsTheUnionOfRanksTwelvePercentDense) {
@@ -143,6 +139,10 @@ TEST(HybridPlan, TheShmThresholdIsTheUnionOfRanksTwelvePercentDense) {
   }
 }
 
+// The union density at which the whole-tensor rule turns dense: 2 ranks, block recursive
+// doubling up to 45% of the ring's bytes, sends d: it switches at d = 46%, a union of
+// 1 - 0.54^2 = 70.8%; at 4 ranks d + (1 - (1-d)^2) <= 0.45 * 1.5 holds to d = 25%, so it switches
+// at 26%, a union of 1 - 0.74^4 = 70.0%.
 TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
   EXPECT_EQ(whole_tensor_dense_union_percent(2, 45), 70u);
   EXPECT_EQ(whole_tensor_dense_union_percent(4, 45), 70u);

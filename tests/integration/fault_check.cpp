@@ -129,8 +129,7 @@ bool hybrid_sums_right(sparcoll::Communicator& comm, int rounds) {
 
 // A tensor whose every stripe is well below the dense threshold in union (3 ranks, 9% of the
 // blocks each, drawn apart by a hash: a union of 25% against 32 over shm at 3 ranks and 65 over a
-// wire),
-// but whose 32-block samples send some stripes dense at the exchange (over shm). The plan follows
+// wire), but whose 32-block samples send some stripes dense at the exchange (over shm). The plan follows
 // the results (the block-sparse stripes' exact union counts, the dense ones sampled at a new
 // phase each call), so by the 12th call every stripe goes block-sparse; every call sums right.
 bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
