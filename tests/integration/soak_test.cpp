@@ -20,11 +20,14 @@ class SoakShort : public ::testing::TestWithParam<std::string> {};
 TEST_P(SoakShort, MixedCollectivesAndCyclesLeakNothing) {
   // --warmup 0.25: the baseline after 500 ops, when every buffer size has been through once.
   // With 1 MiB tensors the library's kept buffers are small: malloc's bytes in use may grow by
-  // 4 MiB flat, not 5% (about 10 MiB here).
+  // 8 MiB flat, not 5% (about 10 MiB here). 8, not 4: the aggregators' pool of lane buffers grows
+  // to the most lanes ever in flight at once, which the batches may first reach after warm-up,
+  // and with 32-block windows a lane's two buffers are 128 KiB at 2 ranks (one more op's 32
+  // lanes: 4 MiB; a run at 4 MiB flat failed at +4.5, flat from op 900 on).
   const LaunchResult r =
       launch({"-n", "2", "--transport", GetParam(), "--timeout", "150", "--", build_path("perf/sparcoll-soak"), "--ops",
               "2000", "--max-bytes", "1M", "--cycles", "50", "--warmup", "0.25", "--sample-every", "100",
-              "--heap-limit-percent", "0"},
+              "--heap-limit-percent", "0", "--heap-limit-mib", "8"},
              {}, std::chrono::seconds(170));
   EXPECT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
   EXPECT_NE(r.out.find("sparcoll-soak: ok:"), std::string::npos) << r.out;
