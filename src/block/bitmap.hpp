@@ -28,9 +28,12 @@ std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dt
 // True when the `n` elements at `data` are all zero (same rule as above).
 bool is_zero(const void* data, std::size_t n, DataType dtype);
 
-// The SIMD level the two functions above use: simd_level(), except where AVX-512's scan kernel
-// measured slower than AVX2's on this cpu (timed once, bitmap.cpp).
+// The best SIMD level for the scan on this cpu: simd_level(), except where AVX-512's scan kernel
+// measured slower than AVX2's (timed once, bitmap.cpp).
 SimdLevel scan_simd_level() noexcept;
+// The level the two functions above use for `data` in blocks of `block_bytes`: scan_simd_level(),
+// but AVX2 instead of AVX-512 unless both keep every 64-byte load within a cache line.
+SimdLevel scan_level_for(const void* data, std::size_t block_bytes) noexcept;
 
 inline bool test_bit(const std::uint64_t* bits, std::size_t i) noexcept { return (bits[i >> 6] >> (i & 63)) & 1u; }
 
