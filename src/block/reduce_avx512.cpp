@@ -20,15 +20,19 @@ SPARCOLL_AVX512 inline __mmask16 lanes(std::size_t left) noexcept {
   return left >= kLanes ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
 }
 
-// 16 half-width values through a byte-granular masked load (AVX-512BW, 512-bit form).
+// 16 half-width values: a plain load for a full vector, a masked one for the tail (AVX-512BW,
+// 512-bit form).
 SPARCOLL_AVX512 inline __m256i load_u16x16(const unsigned char* p, __mmask16 k) noexcept {
+  if (k == static_cast<__mmask16>(0xffff)) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(static_cast<__mmask32>(k), p));
 }
 
 // Sources: 16 elements widened to fp32.
 struct SrcF32 {
   static constexpr std::size_t kBytes = 4;
-  SPARCOLL_AVX512 static __m512 load(const unsigned char* p, __mmask16 k) noexcept { return _mm512_maskz_loadu_ps(k, p); }
+  SPARCOLL_AVX512 static __m512 load(const unsigned char* p, __mmask16 k) noexcept {
+    return k == static_cast<__mmask16>(0xffff) ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(k, p);
+  }
 };
 struct SrcF16 {
   static constexpr std::size_t kBytes = 2;
@@ -82,39 +86,52 @@ struct MaxI {
   SPARCOLL_AVX512 static __m512i apply(__m512i a, __m512i b) noexcept { return _mm512_max_epi32(a, b); }
 };
 
+// Each kernel runs full vectors with plain loads and stores, and only its tail (< 16 lanes)
+// under a mask: masked ones for every vector made the bf16 kernel 3x slower than AVX2's on this
+// project's host (AMD EPYC: 3.7 against 11 GB/s of bf16 read, 100 MiB, one core; docs/perf.md,
+// "The kernels' loads and stores").
 template <class Src, class Op>
 SPARCOLL_AVX512 void combine(const unsigned char* src, float* acc, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; i += kLanes) {
-    const __mmask16 k = lanes(n - i);
-    _mm512_mask_storeu_ps(acc + i, k, Op::apply(_mm512_maskz_loadu_ps(k, acc + i), Src::load(src + i * Src::kBytes, k)));
-  }
+  constexpr __mmask16 kAll = 0xffff;
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    _mm512_storeu_ps(acc + i, Op::apply(_mm512_loadu_ps(acc + i), Src::load(src + i * Src::kBytes, kAll)));
+  if (i == n) return;
+  const __mmask16 k = lanes(n - i);
+  _mm512_mask_storeu_ps(acc + i, k, Op::apply(_mm512_maskz_loadu_ps(k, acc + i), Src::load(src + i * Src::kBytes, k)));
 }
 
 template <class Op>
 SPARCOLL_AVX512 void combine_int(const std::int32_t* src, std::int32_t* acc, std::size_t n) noexcept {
-  for (std::size_t i = 0; i < n; i += kLanes) {
-    const __mmask16 k = lanes(n - i);
-    const __m512i a = _mm512_maskz_loadu_epi32(k, acc + i);
-    _mm512_mask_storeu_epi32(acc + i, k, Op::apply(a, _mm512_maskz_loadu_epi32(k, src + i)));
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m512i a = _mm512_loadu_si512(acc + i);
+    _mm512_storeu_si512(acc + i, Op::apply(a, _mm512_loadu_si512(src + i)));
   }
+  if (i == n) return;
+  const __mmask16 k = lanes(n - i);
+  const __m512i a = _mm512_maskz_loadu_epi32(k, acc + i);
+  _mm512_mask_storeu_epi32(acc + i, k, Op::apply(a, _mm512_maskz_loadu_epi32(k, src + i)));
 }
 
 template <class Op>
 SPARCOLL_AVX512 void combine_zero(float* acc, std::size_t n) noexcept {
   const __m512 zero = _mm512_setzero_ps();
-  for (std::size_t i = 0; i < n; i += kLanes) {
-    const __mmask16 k = lanes(n - i);
-    _mm512_mask_storeu_ps(acc + i, k, Op::apply(_mm512_maskz_loadu_ps(k, acc + i), zero));
-  }
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(acc + i, Op::apply(_mm512_loadu_ps(acc + i), zero));
+  if (i == n) return;
+  const __mmask16 k = lanes(n - i);
+  _mm512_mask_storeu_ps(acc + i, k, Op::apply(_mm512_maskz_loadu_ps(k, acc + i), zero));
 }
 
 template <class Op>
 SPARCOLL_AVX512 void combine_zero_int(std::int32_t* acc, std::size_t n) noexcept {
   const __m512i zero = _mm512_setzero_si512();
-  for (std::size_t i = 0; i < n; i += kLanes) {
-    const __mmask16 k = lanes(n - i);
-    _mm512_mask_storeu_epi32(acc + i, k, Op::apply(_mm512_maskz_loadu_epi32(k, acc + i), zero));
-  }
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_si512(acc + i, Op::apply(_mm512_loadu_si512(acc + i), zero));
+  if (i == n) return;
+  const __mmask16 k = lanes(n - i);
+  _mm512_mask_storeu_epi32(acc + i, k, Op::apply(_mm512_maskz_loadu_epi32(k, acc + i), zero));
 }
 
 template <class Src>
