@@ -4,9 +4,7 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cstring>
-#include <vector>
 
 #include "block/bitmap_kernels.hpp"
 
@@ -83,7 +81,7 @@ struct ParallelScan {
 AnyNonzeroFn any_nonzero_for(SimdLevel level) noexcept {
   switch (level) {
 #if defined(__x86_64__)
-    case SimdLevel::avx512: return any_nonzero_avx512;
+    case SimdLevel::avx512:  // no AVX-512 kernel: scan_simd_level() says why
     case SimdLevel::avx2: return any_nonzero_avx2;
 #endif
     default: return any_nonzero_scalar;
@@ -93,7 +91,7 @@ AnyNonzeroFn any_nonzero_for(SimdLevel level) noexcept {
 ScanWordsFn scan_words_for(SimdLevel level) noexcept {
   switch (level) {
 #if defined(__x86_64__)
-    case SimdLevel::avx512: return scan_words<any_nonzero_avx512>;
+    case SimdLevel::avx512:
     case SimdLevel::avx2: return scan_words<any_nonzero_avx2>;
 #endif
     default: return scan_words<any_nonzero_scalar>;
@@ -161,68 +159,23 @@ bool is_zero_at(SimdLevel level, const void* data, std::size_t n, DataType dtype
   return !any_nonzero_for(level)(static_cast<const unsigned char*>(data), n * esize, nonzero_mask(dtype));
 }
 
-namespace {
-
-// Nanoseconds the best of 5 scans of the `bytes` zero bytes at `zeros` took with `fn`.
-std::int64_t best_scan_ns(AnyNonzeroFn fn, const unsigned char* zeros, std::size_t bytes) noexcept {
-  std::int64_t best = INT64_MAX;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    bool any = false;
-    for (std::size_t off = 0; off < bytes; off += 1024) any |= fn(zeros + off, 1024, 0xffffffffu);
-    const auto t1 = std::chrono::steady_clock::now();
-    if (any) return INT64_MAX;  // cannot happen; keeps the loop from being optimised away
-    best = std::min<std::int64_t>(best, std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
-  }
-  return best;
-}
-
-}  // namespace
-
-// The level the scan uses: the best the cpu supports (capped by SPARCOLL_SIMD), except that
-// where AVX-512 is available its scan kernel is timed against the AVX2 one once, on 256 KiB of
-// 64-byte aligned zeros (1 KiB blocks, as the default geometry; the only data it is used on,
-// scan_level_for), and the faster kept. Both kernels find the same bits, so the choice changes
-// only the speed.
+// The scan reads memory once and tests it; AVX2's two 32-byte loads a cycle already ask for more
+// than memory gives one core, so wider vectors cannot shorten a scan of a tensor that is not in
+// the caches, and the scan has no AVX-512 kernel. Measured on this project's host (AMD EPYC, 100
+// MiB, one core, through this file's block loop): an AVX-512 kernel read 22-28 GB/s against
+// AVX2's 34-37, from 64-byte aligned data as from a malloc'd buffer's (16 bytes past a page
+// boundary, where every 64-byte load spans two cache lines), and a 2-rank 100 MiB allreduce over
+// shm at 0-1% density took 1.2-1.3x the time with it; it was faster only on data in the caches,
+// where a scan takes microseconds (docs/perf.md, "The scan's loads").
 SimdLevel scan_simd_level() noexcept {
-  static const SimdLevel level = [] {
-    const SimdLevel best = simd_level();
-#if defined(__x86_64__)
-    if (best == SimdLevel::avx512) {
-      std::vector<unsigned char> buffer(256 * 1024 + 64, 0);
-      const auto misalign = reinterpret_cast<std::uintptr_t>(buffer.data()) % 64;
-      const std::size_t skip = misalign == 0 ? 0 : 64 - misalign;
-      if (best_scan_ns(any_nonzero_avx2, buffer.data() + skip, 256 * 1024) <
-          best_scan_ns(any_nonzero_avx512, buffer.data() + skip, 256 * 1024))
-        return SimdLevel::avx2;
-    }
-#endif
-    return best;
-  }();
-  return level;
-}
-
-// AVX-512 only where its loads stay within cache lines: a 64-byte load from data that is not
-// 64-byte aligned spans two lines, and a large malloc'd buffer (a std::vector, an MPI program's
-// tensor) starts 16 bytes past a page boundary. Streaming 100 MiB on this project's host (AMD
-// EPYC, one core), the AVX-512 kernel read 33-35 GB/s from such a buffer against AVX2's 40-43
-// (64-byte aligned: 41-45 against 40-42), and a 2-rank 100 MiB allreduce over shm at 0-1% density
-// took 1.2-1.3x the time with it (docs/perf.md, "The scan's loads").
-SimdLevel scan_level_for(const void* data, std::size_t block_bytes) noexcept {
-  const SimdLevel level = scan_simd_level();
-  if (level == SimdLevel::avx512 && (reinterpret_cast<std::uintptr_t>(data) % 64 != 0 || block_bytes % 64 != 0))
-    return SimdLevel::avx2;
-  return level;
+  return simd_level() >= SimdLevel::avx2 ? SimdLevel::avx2 : simd_level();
 }
 
 std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                                 std::uint64_t* bits, std::uint64_t* signed_zero_bits) {
-  return scan_nonzero_blocks_at(scan_level_for(data, std::size_t{block_elems} * dtype_size(dtype)), data, count, dtype,
-                                block_elems, bits, signed_zero_bits);
+  return scan_nonzero_blocks_at(scan_simd_level(), data, count, dtype, block_elems, bits, signed_zero_bits);
 }
 
-bool is_zero(const void* data, std::size_t n, DataType dtype) {
-  return is_zero_at(scan_level_for(data, n * dtype_size(dtype)), data, n, dtype);
-}
+bool is_zero(const void* data, std::size_t n, DataType dtype) { return is_zero_at(scan_simd_level(), data, n, dtype); }
 
 }  // namespace sparcoll::block

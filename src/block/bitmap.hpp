@@ -19,8 +19,8 @@ constexpr std::size_t block_count(std::size_t count, std::uint32_t block_elems) 
 constexpr std::size_t bitmap_words(std::size_t nblocks) noexcept { return (nblocks + 63) / 64; }
 
 // Writes bitmap_words(nblocks) words to `bits` (bit i of word i/64 = block i non-zero; unused
-// high bits of the last word are zero) and returns the number of non-zero blocks. SIMD
-// (AVX2 / AVX-512 chosen at run time); large tensors are split over TBB worker threads.
+// high bits of the last word are zero) and returns the number of non-zero blocks. SIMD (AVX2
+// when the cpu has it, chosen at run time); large tensors are split over TBB worker threads.
 // With `signed_zero_bits` (same size), also marks the zero blocks that hold a -0.0 (floats).
 std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                                 std::uint64_t* bits, std::uint64_t* signed_zero_bits = nullptr);
@@ -28,12 +28,9 @@ std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dt
 // True when the `n` elements at `data` are all zero (same rule as above).
 bool is_zero(const void* data, std::size_t n, DataType dtype);
 
-// The best SIMD level for the scan on this cpu: simd_level(), except where AVX-512's scan kernel
-// measured slower than AVX2's (timed once, bitmap.cpp).
+// The SIMD level the two functions above use: simd_level(), but at most AVX2 (the scan is bound
+// by memory; bitmap.cpp says why).
 SimdLevel scan_simd_level() noexcept;
-// The level the two functions above use for `data` in blocks of `block_bytes`: scan_simd_level(),
-// but AVX2 instead of AVX-512 unless both keep every 64-byte load within a cache line.
-SimdLevel scan_level_for(const void* data, std::size_t block_bytes) noexcept;
 
 inline bool test_bit(const std::uint64_t* bits, std::size_t i) noexcept { return (bits[i >> 6] >> (i & 63)) & 1u; }
 

@@ -32,9 +32,8 @@ constexpr std::uint32_t nonzero_mask(DataType dtype) noexcept {
 // block: the block loop itself lives in bitmap.cpp.
 bool any_nonzero_scalar(const unsigned char* p, std::size_t bytes, std::uint32_t mask) noexcept;
 bool any_nonzero_avx2(const unsigned char* p, std::size_t bytes, std::uint32_t mask) noexcept;
-bool any_nonzero_avx512(const unsigned char* p, std::size_t bytes, std::uint32_t mask) noexcept;
 
-// bitmap.hpp's functions at a given level (tests).
+// bitmap.hpp's functions at a given level (tests); AVX-512 runs the AVX2 kernel.
 std::size_t scan_nonzero_blocks_at(SimdLevel level, const void* data, std::size_t count, DataType dtype,
                                    std::uint32_t block_elems, std::uint64_t* bits,
                                    std::uint64_t* signed_zero_bits = nullptr) noexcept;
