@@ -81,30 +81,30 @@ SPARCOLL_AVX512 inline void f32_to_bf16_x16(const float* in, std::uint16_t* out,
   store_u16x16<kFull>(out, k, _mm512_cvtepi32_epi16(_mm512_srli_epi32(chosen, 16)));
 }
 
+// Whole vectors through the plain form of a 16-lane step, then the tail through the masked one.
+template <class In, class Out, void (*kWhole)(const In*, Out*, __mmask16), void (*kTail)(const In*, Out*, __mmask16)>
+SPARCOLL_AVX512 inline void each_vector(const In* in, Out* out, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) kWhole(in + i, out + i, kAll);
+  if (i < n) kTail(in + i, out + i, lanes16(n - i));
+}
+
 }  // namespace
 
 SPARCOLL_AVX512 void f16_to_f32_avx512(const std::uint16_t* in, float* out, std::size_t n) noexcept {
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) f16_to_f32_x16<true>(in + i, out + i, kAll);
-  if (i < n) f16_to_f32_x16<false>(in + i, out + i, lanes16(n - i));
+  each_vector<std::uint16_t, float, f16_to_f32_x16<true>, f16_to_f32_x16<false>>(in, out, n);
 }
 
 SPARCOLL_AVX512 void f32_to_f16_avx512(const float* in, std::uint16_t* out, std::size_t n) noexcept {
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) f32_to_f16_x16<true>(in + i, out + i, kAll);
-  if (i < n) f32_to_f16_x16<false>(in + i, out + i, lanes16(n - i));
+  each_vector<float, std::uint16_t, f32_to_f16_x16<true>, f32_to_f16_x16<false>>(in, out, n);
 }
 
 SPARCOLL_AVX512 void bf16_to_f32_avx512(const std::uint16_t* in, float* out, std::size_t n) noexcept {
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) bf16_to_f32_x16<true>(in + i, out + i, kAll);
-  if (i < n) bf16_to_f32_x16<false>(in + i, out + i, lanes16(n - i));
+  each_vector<std::uint16_t, float, bf16_to_f32_x16<true>, bf16_to_f32_x16<false>>(in, out, n);
 }
 
 SPARCOLL_AVX512 void f32_to_bf16_avx512(const float* in, std::uint16_t* out, std::size_t n) noexcept {
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) f32_to_bf16_x16<true>(in + i, out + i, kAll);
-  if (i < n) f32_to_bf16_x16<false>(in + i, out + i, lanes16(n - i));
+  each_vector<float, std::uint16_t, f32_to_bf16_x16<true>, f32_to_bf16_x16<false>>(in, out, n);
 }
 
 }  // namespace sparcoll::block
