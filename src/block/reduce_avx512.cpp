@@ -15,35 +15,41 @@ namespace sparcoll::block {
 namespace {
 
 constexpr std::size_t kLanes = 16;
+constexpr __mmask16 kAll = 0xffff;
 
 SPARCOLL_AVX512 inline __mmask16 lanes(std::size_t left) noexcept {
-  return left >= kLanes ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1);
+  return left >= kLanes ? kAll : static_cast<__mmask16>((1u << left) - 1);
 }
 
-// 16 half-width values: a plain load for a full vector, a masked one for the tail (AVX-512BW,
-// 512-bit form).
+// 16 half-width values: a plain load for a full vector (kFull), a masked one for the tail
+// (AVX-512BW, 512-bit form).
+template <bool kFull>
 SPARCOLL_AVX512 inline __m256i load_u16x16(const unsigned char* p, __mmask16 k) noexcept {
-  if (k == static_cast<__mmask16>(0xffff)) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if constexpr (kFull) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   return _mm512_castsi512_si256(_mm512_maskz_loadu_epi16(static_cast<__mmask32>(k), p));
 }
 
-// Sources: 16 elements widened to fp32.
+// Sources: 16 elements widened to fp32, whole (kFull) or the tail's under `k`.
 struct SrcF32 {
   static constexpr std::size_t kBytes = 4;
+  template <bool kFull>
   SPARCOLL_AVX512 static __m512 load(const unsigned char* p, __mmask16 k) noexcept {
-    return k == static_cast<__mmask16>(0xffff) ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(k, p);
+    if constexpr (kFull) return _mm512_loadu_ps(p);
+    return _mm512_maskz_loadu_ps(k, p);
   }
 };
 struct SrcF16 {
   static constexpr std::size_t kBytes = 2;
+  template <bool kFull>
   SPARCOLL_AVX512 static __m512 load(const unsigned char* p, __mmask16 k) noexcept {
-    return _mm512_cvtph_ps(load_u16x16(p, k));
+    return _mm512_cvtph_ps(load_u16x16<kFull>(p, k));
   }
 };
 struct SrcBF16 {
   static constexpr std::size_t kBytes = 2;
+  template <bool kFull>
   SPARCOLL_AVX512 static __m512 load(const unsigned char* p, __mmask16 k) noexcept {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load_u16x16(p, k)), 16));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load_u16x16<kFull>(p, k)), 16));
   }
 };
 
@@ -92,13 +98,13 @@ struct MaxI {
 // "The kernels' loads and stores").
 template <class Src, class Op>
 SPARCOLL_AVX512 void combine(const unsigned char* src, float* acc, std::size_t n) noexcept {
-  constexpr __mmask16 kAll = 0xffff;
   std::size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    _mm512_storeu_ps(acc + i, Op::apply(_mm512_loadu_ps(acc + i), Src::load(src + i * Src::kBytes, kAll)));
+    _mm512_storeu_ps(acc + i, Op::apply(_mm512_loadu_ps(acc + i), Src::template load<true>(src + i * Src::kBytes, kAll)));
   if (i == n) return;
   const __mmask16 k = lanes(n - i);
-  _mm512_mask_storeu_ps(acc + i, k, Op::apply(_mm512_maskz_loadu_ps(k, acc + i), Src::load(src + i * Src::kBytes, k)));
+  _mm512_mask_storeu_ps(acc + i, k,
+                        Op::apply(_mm512_maskz_loadu_ps(k, acc + i), Src::template load<false>(src + i * Src::kBytes, k)));
 }
 
 template <class Op>
