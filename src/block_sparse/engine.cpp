@@ -95,11 +95,17 @@ OpState* ProgressThread::find_op(std::uint32_t op_id) {
 
 // While an op runs (or its sends wait for room) the loop spins and yields; with nothing in
 // flight it spins for SPARCOLL_IDLE_SPIN_US after the last activity, because the next op usually
-// follows at once and a remote rank may already be sending its first windows, then naps
-// (runtime/idle_policy.hpp).
+// follows at once, then sleeps (runtime/idle_policy.hpp). A worker's thread sleeps until its
+// process submits again: a faster peer's first windows of the next op can wait in the channel,
+// since no lane here completes a round without this process's own windows. A dedicated
+// aggregator (it never submits) and a channel whose peers wait for its acknowledgements (dpdk)
+// nap briefly instead.
 runtime::Idle ProgressThread::idle() {
   const bool outstanding = !active_.empty() || worker_.has_pending_sends() || aggregator_.has_pending_sends();
-  return runtime::Idle{outstanding ? runtime::Waiting::op_in_flight : runtime::Waiting::nothing, nullptr};
+  if (outstanding) return runtime::Idle{runtime::Waiting::op_in_flight, nullptr};
+  const bool polled_by_peers = !engine_.config().layout.self_is_worker() || must_poll() ||
+                               (channel_ != nullptr && channel_->acknowledges_when_polled());
+  return runtime::Idle{polled_by_peers ? runtime::Waiting::nothing : runtime::Waiting::submission, nullptr};
 }
 
 int ProgressThread::event_fd() const { return channel_ != nullptr ? channel_->wait_fd() : -1; }
@@ -108,7 +114,7 @@ int ProgressThread::event_fd() const { return channel_ != nullptr ? channel_->wa
 // writes without completions) raises no event.
 bool ProgressThread::must_poll() {
   return worker_.has_pending_sends() || aggregator_.has_pending_sends() || !releasing_.empty() ||
-         !loopback_.empty() || !channel_->flushed();
+         !loopback_.empty() || (channel_ != nullptr && !channel_->flushed());
 }
 
 void ProgressThread::arm() { channel_->arm(); }

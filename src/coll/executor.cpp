@@ -106,11 +106,14 @@ bool Executor::step() {
   }
   // What an empty round waits for, read while this thread still owns peers_: a running
   // collective waits for its peers (or for its block-sparse half); between collectives a pending
-  // send or recv expects its peer soon (a ping-pong, a pipeline stage).
+  // send or recv expects its peer soon (a ping-pong, a pipeline stage); else only a packet
+  // transport's peers need this thread before the next submission (acknowledgements).
   if (current_ != nullptr)
     idle_ = peers_.idle();
+  else if (peers_.mailbox().busy())
+    idle_ = runtime::Idle{runtime::Waiting::reply_expected, nullptr};
   else
-    idle_ = runtime::Idle{peers_.mailbox().busy() ? runtime::Waiting::reply_expected : runtime::Waiting::nothing,
+    idle_ = runtime::Idle{peers_.acknowledges_when_polled() ? runtime::Waiting::nothing : runtime::Waiting::submission,
                           nullptr};
   // The channel is the calling thread's to take only between collectives.
   if (current_ == nullptr) release_peers();

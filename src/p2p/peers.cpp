@@ -528,8 +528,7 @@ runtime::Idle Peers::idle() const noexcept {
   // The hybrid's block-sparse half ends on another thread, which wakes the flag: sleeping on it
   // rather than yielding leaves oversubscribed cores to the progress threads doing that work.
   if (awaiting_ == Awaiting::flag)
-    return runtime::Idle{runtime::Waiting::other_thread, flag_,
-                         channel_ != nullptr && channel_->acknowledges_when_polled()};
+    return runtime::Idle{runtime::Waiting::other_thread, flag_, acknowledges_when_polled()};
   return runtime::Idle{runtime::Waiting::op_in_flight, nullptr};
 }
 

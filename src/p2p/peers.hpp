@@ -111,6 +111,9 @@ class Peers {
   bool progress();
   // After a pass in which nothing moved: what the collective waits for (runtime/idle_policy.hpp).
   runtime::Idle idle() const noexcept;
+  // Whether peers wait for this channel's polls to end their sends (transport::Channel): then a
+  // thread that owns it keeps polling while it has nothing else to do.
+  bool acknowledges_when_polled() const noexcept { return channel_ != nullptr && channel_->acknowledges_when_polled(); }
 
   // Whether the transport reads peers' memory in place (the direct algorithm), and the read:
   // `bytes` at `remote` in `peer`'s address space into `local`; errors name the collective.

@@ -34,6 +34,11 @@ constexpr long kNapNs = 50'000;
 constexpr long kLongNapNs = 500'000;
 // The calling thread drives the channel: nothing to poll here until a submission.
 constexpr long kCallerDrivesNapNs = 1'000'000 - 1;
+// Nothing to poll until a submission either (Waiting::submission): the short naps above cost
+// 8 ranks on 2 cores half a core for a second after every block-sparse operation, and the dense
+// allreduce that followed one took 28 ms instead of 22 (16 MiB, docs/perf.md, "Idle CPU").
+// Bounded, as every sleep here, so that deadlines and a broken job are still seen.
+constexpr long kSubmissionNapNs = 1'000'000 - 1;
 // Another thread finishes the operation and wakes the flag's futex: naps between polls of a
 // channel that must be served meanwhile, else one sleep until the wake-up (bounded, as every
 // sleep here). The short naps cost: at 4 ranks on 2 cores, 50000 wake-ups a second per waiting
@@ -54,6 +59,7 @@ void IdlePolicy::wait(const Idle& idle, std::atomic<std::uint32_t>* wake, std::u
       wait_idle(spin_ > kReplySpin ? spin_ : Clock::duration(kReplySpin), kReplyNapNs, kReplyNapNs, wake, seen);
       return;
     case Waiting::nothing: wait_idle(spin_, kNapNs, kLongNapNs, wake, seen); return;
+    case Waiting::submission: wait_idle(spin_, kSubmissionNapNs, kSubmissionNapNs, wake, seen); return;
     case Waiting::caller_drives:
       if (wake != nullptr) futex_wait_for(wake, seen, kCallerDrivesNapNs);
       return;

@@ -3,7 +3,8 @@
 // that drives a collective itself). It spins while a reply is due soon, yields the core when
 // threads outnumber cores (spinning there starves the peer being waited for), and sleeps on a
 // futex once nothing is expected, in short naps that a submission cuts short (a remote peer
-// cannot wake a futex) and longer ones after a second of nothing.
+// cannot wake a futex) and longer ones after a second of nothing; or, when no peer can need it
+// before this process submits again, until the submission wakes it.
 #pragma once
 
 #include <atomic>
@@ -20,6 +21,9 @@ enum class Waiting : std::uint8_t {
   other_thread,    // the operation waits for another thread, which sets and futex-wakes `flag`
   reply_expected,  // nothing runs, but a posted send or receive expects its peer soon (a ping-pong)
   nothing,         // nothing runs or is expected: the next operation usually follows at once
+  submission,      // as `nothing`, and no peer needs this thread before this process submits
+                   // again (no acknowledgements owed, no peer's operation can finish without
+                   // ours): after the spin window it sleeps until a submission wakes it
   caller_drives,   // the calling thread drives the channel itself: sleep until a submission
 };
 

@@ -33,9 +33,10 @@ bool eventually(Pred pred) {
 }
 
 // Takes "submissions" (a counter another thread raises) one per round, like a progress thread
-// takes ops from its queue; idle with nothing expected otherwise.
+// takes ops from its queue; idle with nothing expected otherwise (or what `waiting` says).
 class CountingHandler final : public Handler {
  public:
+  explicit CountingHandler(Waiting w = Waiting::nothing) : waiting(w) {}
   bool step() override {
     ++rounds;
     if (taken.load() < submitted.load()) {
@@ -44,9 +45,10 @@ class CountingHandler final : public Handler {
     }
     return false;
   }
-  Idle idle() override { return Idle{Waiting::nothing, nullptr}; }
+  Idle idle() override { return Idle{waiting, nullptr}; }
   void stopped() override { stopped_on = std::this_thread::get_id(); }
 
+  const Waiting waiting;
   std::atomic<int> submitted{0}, taken{0};
   std::atomic<long> rounds{0};
   std::thread::id stopped_on;
@@ -72,6 +74,28 @@ TEST(ProgressLoop, StepsItsHandlerTakesEverySubmissionAndStopsOnItsThread) {
     EXPECT_EQ(handler.rounds.load(), rounds);  // stopped means no more rounds
     loop.stop();  // a second stop is harmless
   }
+}
+
+// A thread that no peer needs before its next submission (Waiting::submission) sleeps until
+// notify() wakes it: every submission is taken, and while idle it runs at most about one round
+// a millisecond (its bounded sleep), not one per 50 us nap. Only an upper bound on the rounds is
+// asserted: a slow host makes fewer.
+TEST(ProgressLoop, ASubmissionWaitSleepsUntilNotifiedAndTakesEverySubmission) {
+  CountingHandler handler(Waiting::submission);
+  ProgressLoop loop(handler, /*idle_spin_us=*/0, /*oversubscribed=*/false, /*event_mode=*/false);
+  ASSERT_TRUE(loop.start("sc-test-loop"));
+  for (int i = 0; i < 200; ++i) {
+    handler.submitted.fetch_add(1);
+    loop.notify();
+  }
+  ASSERT_TRUE(eventually([&] { return handler.taken.load() == 200; }));
+  const long before = handler.rounds.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_LE(handler.rounds.load() - before, 150);  // 50 us naps would make ~2000
+  handler.submitted.fetch_add(1);
+  loop.notify();
+  EXPECT_TRUE(eventually([&] { return handler.taken.load() == 201; }));
+  loop.stop();
 }
 
 // A handler whose channel is a pipe: event mode sleeps on its read end once idle.
