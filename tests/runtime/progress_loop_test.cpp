@@ -54,6 +54,17 @@ class CountingHandler final : public Handler {
   std::thread::id stopped_on;
 };
 
+// Raises the handler's submissions by n, notifying the loop after each, and waits until the
+// loop took them all.
+bool submit_and_wait(CountingHandler& handler, ProgressLoop& loop, int n) {
+  const int target = handler.submitted.load() + n;
+  for (int i = 0; i < n; ++i) {
+    handler.submitted.fetch_add(1);
+    loop.notify();
+  }
+  return eventually([&] { return handler.taken.load() == target; });
+}
+
 TEST(ProgressLoop, StepsItsHandlerTakesEverySubmissionAndStopsOnItsThread) {
   CountingHandler handler;
   std::thread::id loop_thread;
@@ -61,11 +72,7 @@ TEST(ProgressLoop, StepsItsHandlerTakesEverySubmissionAndStopsOnItsThread) {
     ProgressLoop loop(handler, /*idle_spin_us=*/0, /*oversubscribed=*/false, /*event_mode=*/false);
     ASSERT_TRUE(loop.start("sc-test-loop"));
     // With no spin window the loop naps between empty rounds; each notify() ends a nap.
-    for (int i = 0; i < 200; ++i) {
-      handler.submitted.fetch_add(1);
-      loop.notify();
-    }
-    EXPECT_TRUE(eventually([&] { return handler.taken.load() == 200; }));
+    EXPECT_TRUE(submit_and_wait(handler, loop, 200));
     loop.stop();
     EXPECT_NE(handler.stopped_on, std::thread::id());
     EXPECT_NE(handler.stopped_on, std::this_thread::get_id());
@@ -84,17 +91,11 @@ TEST(ProgressLoop, ASubmissionWaitSleepsUntilNotifiedAndTakesEverySubmission) {
   CountingHandler handler(Waiting::submission);
   ProgressLoop loop(handler, /*idle_spin_us=*/0, /*oversubscribed=*/false, /*event_mode=*/false);
   ASSERT_TRUE(loop.start("sc-test-loop"));
-  for (int i = 0; i < 200; ++i) {
-    handler.submitted.fetch_add(1);
-    loop.notify();
-  }
-  ASSERT_TRUE(eventually([&] { return handler.taken.load() == 200; }));
+  ASSERT_TRUE(submit_and_wait(handler, loop, 200));
   const long before = handler.rounds.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_LE(handler.rounds.load() - before, 150);  // 50 us naps would make ~2000
-  handler.submitted.fetch_add(1);
-  loop.notify();
-  EXPECT_TRUE(eventually([&] { return handler.taken.load() == 201; }));
+  EXPECT_TRUE(submit_and_wait(handler, loop, 1));
   loop.stop();
 }
 
