@@ -343,8 +343,9 @@ const std::vector<ConfigVariable>& config_variables() {
        &parse_choice<&Options::poll_mode, kPollModes>},
       {"SPARCOLL_IDLE_SPIN_US", "idle_spin_us", "5000",
        "how long an idle progress thread or collective thread keeps polling after its last activity "
-       "before it naps (short futex sleeps that a local submission cuts short), in microseconds; 0 naps "
-       "at once. The torch backend uses 0 unless set (the training's own threads need the cores).", {},
+       "before it sleeps until a local submission wakes it (or, in a dedicated aggregator or over dpdk, "
+       "whose peers need its polls, naps of 50 us, 500 us after a second), in microseconds; 0 sleeps at once. The torch "
+       "backend uses 0 unless set (the training's own threads need the cores).", {},
        &parse_nonnegative_u32<&Options::idle_spin_us>},
       {"SPARCOLL_DEADLINE_MS", "deadline_ms", "60000", "deadline of each collective operation, in ms.", {},
        &parse_positive_u32<&Options::deadline_ms>},
