@@ -40,7 +40,7 @@ struct Options {
   std::uint32_t max_inflight = 4;  // SPARCOLL_MAX_INFLIGHT: operations in flight per communicator
   std::uint32_t max_message = 64 * 1024;  // SPARCOLL_MAX_MESSAGE: bytes per message, header included
   std::string poll_mode = "auto";  // SPARCOLL_POLL_MODE: spin | yield | auto (yield when oversubscribed)
-  std::uint32_t idle_spin_us = 5000;  // SPARCOLL_IDLE_SPIN_US: idle progress/collective threads poll this long, then nap
+  std::uint32_t idle_spin_us = 5000;  // SPARCOLL_IDLE_SPIN_US: idle progress/collective threads poll this long, then sleep
   int hybrid_dense_percent = -1;   // SPARCOLL_HYBRID_DENSE_PERCENT: a stripe whose union density reaches it goes dense; -1 = auto (by transport)
   std::uint32_t small_tensor_bytes = 65536;  // SPARCOLL_SMALL_TENSOR_BYTES: algo=auto's latency path up to here
   std::uint32_t hybrid_min_bytes = 2u << 20;  // SPARCOLL_HYBRID_MIN_BYTES: the hybrid sends smaller tensors whole, splits larger ones into stripes

@@ -238,11 +238,11 @@ ProcessGroupSparcoll::ProcessGroupSparcoll(int rank, int size, const std::string
   } catch (const sparcoll::Error& e) {
     TORCH_CHECK(false, "sparcoll: bad SPARCOLL_* setting: ", e.what());
   }
-  // Idle sparcoll threads nap at once instead of polling for 5 ms after each collective: DDP's
+  // Idle sparcoll threads sleep at once instead of polling for 5 ms after each collective: DDP's
   // collectives come in bursts inside backward, and between them the training's own threads
   // (autograd, optimizer) need the cores; the 5 ms polls of the progress and collective threads
   // cost a rank about 30 ms of CPU per DDP step here (docs/pytorch.md, "The sparse COO path").
-  // A local submission still wakes a napping thread at once. SPARCOLL_IDLE_SPIN_US overrides.
+  // A local submission wakes a sleeping thread at once. SPARCOLL_IDLE_SPIN_US overrides.
   if (std::getenv("SPARCOLL_IDLE_SPIN_US") == nullptr) options.idle_spin_us = 0;
   // The group's timeout is each operation's deadline, as with gloo (a collective or a recv that
   // waits longer fails with a timeout); SPARCOLL_DEADLINE_MS, when set, wins.
