@@ -48,6 +48,8 @@ ProgressThread::ProgressThread(Engine& engine, std::uint32_t index, transport::C
     : engine_(engine),
       index_(index),
       channel_(channel),
+      peers_need_polls_(!engine.config().layout.self_is_worker() ||
+                        (channel != nullptr && channel->acknowledges_when_polled())),
       loopback_(engine.config().layout.self, std::size_t{64} << 20),
       outbox_(engine.config().layout.self, channel, &loopback_),
       aggregator_(aggregator_config(engine.config(), index, this), outbox_),
@@ -103,9 +105,8 @@ OpState* ProgressThread::find_op(std::uint32_t op_id) {
 runtime::Idle ProgressThread::idle() {
   const bool outstanding = !active_.empty() || worker_.has_pending_sends() || aggregator_.has_pending_sends();
   if (outstanding) return runtime::Idle{runtime::Waiting::op_in_flight, nullptr};
-  const bool polled_by_peers = !engine_.config().layout.self_is_worker() || must_poll() ||
-                               (channel_ != nullptr && channel_->acknowledges_when_polled());
-  return runtime::Idle{polled_by_peers ? runtime::Waiting::nothing : runtime::Waiting::submission, nullptr};
+  return runtime::Idle{peers_need_polls_ || must_poll() ? runtime::Waiting::nothing : runtime::Waiting::submission,
+                       nullptr};
 }
 
 int ProgressThread::event_fd() const { return channel_ != nullptr ? channel_->wait_fd() : -1; }

@@ -73,6 +73,9 @@ class ProgressThread final : public runtime::Handler {
   Engine& engine_;
   std::uint32_t index_;
   transport::Channel* channel_;  // null when the job has a single process
+  // Peers need this thread's polls even while nothing runs here: a dedicated aggregator (its
+  // process never submits) or a channel that owes acknowledgements (dpdk). Fixed for its life.
+  const bool peers_need_polls_;
   SelfChannel loopback_;
   Outbox outbox_;
   block_sparse::Aggregator aggregator_;
