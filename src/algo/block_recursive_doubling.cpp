@@ -43,7 +43,27 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
   std::vector<std::byte>* cur = &scratch.tmp;
   std::vector<std::byte>* spare = &scratch.tmp2;
   std::vector<std::byte>& received = scratch.tmp3;
-  pack_block_set(send, dtype, bits.data(), g, cur);
+  // *cur is the set this rank sends and merges next: its own, then each step's union. Its own,
+  // where that is the tensor's bytes unchanged (every block present, f32 or i32), is only the
+  // header and bitmap in *cur, followed on the wire by `send` itself: on dense data a copy of
+  // the tensor fewer, which is most of what this algorithm adds to dense recursive doubling.
+  const void* own_values = nullptr;
+  if (n > 1 && block_set_head_of_whole(dtype, bits.data(), g, cur))
+    own_values = send;
+  else
+    pack_block_set(send, dtype, bits.data(), g, cur);
+  const auto send_cur = [&](std::uint32_t to, std::uint32_t tag) {
+    if (own_values != nullptr)
+      peers.send(to, tag, cur->data(), cur->size(), own_values, g.count * 4);
+    else
+      peers.send(to, tag, cur->data(), cur->size());
+  };
+  const auto view_cur = [&] { return view_block_set(*cur, g, own_values); };
+  // After a merge *cur is the union, its values packed in it.
+  const auto merged = [&] {
+    std::swap(cur, spare);
+    own_values = nullptr;
+  };
 
   auto parse = [&](const std::vector<std::byte>& bytes, std::uint32_t from, const char* step, BlockSetView* view) {
     bool mismatch = false;
@@ -56,7 +76,7 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
   const std::uint32_t pow2 = std::bit_floor(n), rem = n - pow2;
   if (r < 2 * rem && r % 2 == 0) {
     // Folded out: hand the set to r + 1, take the finished one back.
-    peers.send(r + 1, kFoldTag, cur->data(), cur->size());
+    send_cur(r + 1, kFoldTag);
     peers.recv_any(r + 1, kUnfoldTag, &received, g.max_bytes());
     if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     BlockSetView result;
@@ -69,32 +89,38 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
     if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     BlockSetView theirs;
     if (Status s = parse(received, r - 1, "(fold)", &theirs); !s.ok()) co_return s;
-    merge_block_sets(theirs, view_block_set(*cur, g), g, op, spare);  // the lower rank on the left
-    std::swap(cur, spare);
+    merge_block_sets(theirs, view_cur(), g, op, spare);  // the lower rank on the left
+    merged();
   }
   const std::uint32_t me = r < 2 * rem ? r / 2 : r - rem;
   auto real = [rem](std::uint32_t v) { return v < rem ? 2 * v + 1 : v + rem; };
   for (std::uint32_t mask = 1, step = 0; mask < pow2; mask <<= 1, ++step) {
     const std::uint32_t partner = real(me ^ mask);
-    peers.send(partner, kStepTag + step, cur->data(), cur->size());
+    send_cur(partner, kStepTag + step);
     peers.recv_any(partner, kStepTag + step, &received, g.max_bytes());
     if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     BlockSetView theirs;
     if (Status s = parse(received, partner, "(step)", &theirs); !s.ok()) co_return s;
-    const BlockSetView mine = view_block_set(*cur, g);
+    const BlockSetView mine = view_cur();
     const BlockSetView& left = (me & mask) == 0 ? mine : theirs;
     const BlockSetView& right = (me & mask) == 0 ? theirs : mine;
-    // The last step of a rank no folded rank waits for: the union straight into recv.
-    if ((mask << 1) == pow2 && r >= 2 * rem && merge_block_sets_into(left, right, g, dtype, op, recv))
-      co_return Status();
+    // The last step of a rank no folded rank waits for: the union straight into recv. In place
+    // with this rank's own set whole (2 ranks), recv holds its values already: merged there.
+    if ((mask << 1) == pow2 && r >= 2 * rem) {
+      if (own_values != recv && merge_block_sets_into(left, right, g, dtype, op, recv)) co_return Status();
+      std::byte* theirs_values = received.data() + (theirs.values - received.data());
+      if (own_values == recv &&
+          merge_block_set_into_whole(theirs, theirs_values, (me & mask) != 0, g, dtype, op, recv))
+        co_return Status();
+    }
     merge_block_sets(left, right, g, op, spare);
-    std::swap(cur, spare);
+    merged();
   }
   if (r < 2 * rem) {
     peers.send(r - 1, kUnfoldTag, cur->data(), cur->size());
     if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   }
-  unpack_block_set(view_block_set(*cur, g), g, dtype, op, n, recv);
+  unpack_block_set(view_cur(), g, dtype, op, n, recv);
   co_return Status();
 }
 

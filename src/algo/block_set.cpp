@@ -31,9 +31,11 @@ std::size_t elems_of_run(const BlockGeometry& g, std::size_t first, std::size_t 
   return (stop < g.count ? stop : g.count) - first * g.block_elems;
 }
 
-// Sizes *out for a set of `present` blocks and writes its header; returns where the bitmap goes.
-std::byte* start_set(const BlockGeometry& g, std::size_t present, bool last_present, std::vector<std::byte>* out) {
-  out->resize(sizeof(BlockSetHeader) + g.words() * 8 + block_set_value_bytes(g, present, last_present));
+// Sizes *out for a set of `present` blocks, with value_bytes of their values after the bitmap
+// (0: the values are sent from elsewhere), and writes its header; returns where the bitmap goes.
+std::byte* start_set(const BlockGeometry& g, std::size_t present, std::size_t value_bytes,
+                     std::vector<std::byte>* out) {
+  out->resize(sizeof(BlockSetHeader) + g.words() * 8 + value_bytes);
   const BlockSetHeader h{kBlockSetMagic, kBlockSetVersion, static_cast<std::uint8_t>(g.acc_type), 0, g.block_elems,
                          static_cast<std::uint32_t>(present), g.count};
   std::memcpy(out->data(), &h, sizeof h);
@@ -51,7 +53,8 @@ std::size_t popcount(const std::uint64_t* bits, std::size_t words) noexcept {
 void pack_block_set(const void* data, DataType dtype, const std::uint64_t* bits, const BlockGeometry& g,
                     std::vector<std::byte>* out) {
   const std::size_t nblocks = g.blocks(), words = g.words(), esize = dtype_size(dtype);
-  std::byte* at = start_set(g, popcount(bits, words), nblocks > 0 && test(bits, nblocks - 1), out);
+  const std::size_t present = popcount(bits, words);
+  std::byte* at = start_set(g, present, block_set_value_bytes(g, present, nblocks > 0 && test(bits, nblocks - 1)), out);
   if (words > 0) std::memcpy(at, bits, words * 8);
   at += words * 8;
   const auto* src = static_cast<const std::byte*>(data);
@@ -63,6 +66,14 @@ void pack_block_set(const void* data, DataType dtype, const std::uint64_t* bits,
     at += n * 4;
     b = next_block(bits, e, nblocks, true);
   }
+}
+
+bool block_set_head_of_whole(DataType dtype, const std::uint64_t* bits, const BlockGeometry& g,
+                             std::vector<std::byte>* head) {
+  const std::size_t nblocks = g.blocks(), words = g.words();
+  if (nblocks == 0 || dtype != g.acc_type || popcount(bits, words) != nblocks) return false;
+  std::memcpy(start_set(g, nblocks, 0, head), bits, words * 8);
+  return true;
 }
 
 namespace {
@@ -112,7 +123,7 @@ void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockG
   std::size_t present = 0;
   for (std::size_t w = 0; w < words; ++w) present += static_cast<std::size_t>(std::popcount(a.bits[w] | b.bits[w]));
   const bool last_present = nblocks > 0 && (test(a.bits, nblocks - 1) || test(b.bits, nblocks - 1));
-  std::byte* at = start_set(g, present, last_present, out);
+  std::byte* at = start_set(g, present, block_set_value_bytes(g, present, last_present), out);
   for (std::size_t w = 0; w < words; ++w) {
     const std::uint64_t u = a.bits[w] | b.bits[w];
     std::memcpy(at + w * 8, &u, 8);
@@ -136,6 +147,32 @@ bool merge_block_sets_into(const BlockSetView& a, const BlockSetView& b, const B
   merge_runs(
       a, b, g, op, [&](std::size_t first, std::size_t) { return out + first * block_bytes; },
       [&](std::size_t first, std::size_t end) { std::memset(out + first * block_bytes, 0, elems_of_run(g, first, end) * 4); });
+  return true;
+}
+
+bool merge_block_set_into_whole(const BlockSetView& other, std::byte* other_values, bool other_is_left,
+                                const BlockGeometry& g, DataType dtype, ReduceOp op, void* recv) {
+  if (dtype != g.acc_type || op == ReduceOp::avg) return false;
+  auto* out = static_cast<std::byte*>(recv);
+  const std::size_t nblocks = g.blocks(), block_bytes = std::size_t{g.block_elems} * 4;
+  std::byte* theirs = other_values;
+  for (std::size_t b = 0; b < nblocks;) {
+    // Blocks this rank has alone: op(x, 0), as merge_runs gives them.
+    const std::size_t s = next_block(other.bits, b, nblocks, true);
+    if (s > b) block::acc_reduce_zero(g.acc_type, op, out + b * block_bytes, elems_of_run(g, b, s));
+    if (s == nblocks) break;
+    const std::size_t e = next_block(other.bits, s, nblocks, false);
+    const std::size_t n = elems_of_run(g, s, e);
+    std::byte* mine = out + s * block_bytes;
+    if (other_is_left) {
+      block::acc_reduce(g.acc_type, op, mine, theirs, n);  // theirs = op(theirs, mine)
+      std::memcpy(mine, theirs, n * 4);
+    } else {
+      block::acc_reduce(g.acc_type, op, theirs, mine, n);  // mine = op(mine, theirs)
+    }
+    theirs += n * 4;
+    b = e;
+  }
   return true;
 }
 

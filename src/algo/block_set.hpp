@@ -64,6 +64,14 @@ struct BlockSetView {
 void pack_block_set(const void* data, DataType dtype, const std::uint64_t* bits, const BlockGeometry& g,
                     std::vector<std::byte>* out);
 
+// The set of `data` without its copy, where it is the tensor's own bytes: when every block is
+// set in `bits` and the accumulators are dtype's bytes (f32, i32), writes only the set's header
+// and bitmap into *head and returns true; the set is then *head followed by `data` unchanged
+// (Peers' two-part send sends it so, one copy of the tensor fewer). Otherwise writes nothing
+// and returns false: pack_block_set it.
+bool block_set_head_of_whole(DataType dtype, const std::uint64_t* bits, const BlockGeometry& g,
+                             std::vector<std::byte>* head);
+
 // Checks `bytes` as a block set of tensor g. Returns "" and fills *view, or says what is wrong;
 // *mismatch is set when the set is well formed but describes another tensor (another count, block
 // size or accumulator type: the ranks' arguments differ), not a corrupt message.
@@ -71,7 +79,9 @@ std::string parse_block_set(const std::byte* bytes, std::size_t size, const Bloc
                             bool* mismatch);
 
 // The view of a block set this rank built (pack_block_set, merge_block_sets): nothing checked.
-BlockSetView view_block_set(const std::vector<std::byte>& set, const BlockGeometry& g);
+// `values`: where a set from block_set_head_of_whole keeps them (its tensor); else in `set`.
+BlockSetView view_block_set(const std::vector<std::byte>& set, const BlockGeometry& g,
+                            const void* values = nullptr);
 
 // *out = the union of a and b, each block present in both combined as op(a, b), one present in
 // one only as op(x, 0) (matters for min and max). Both partners of a recursive-doubling step
@@ -85,6 +95,14 @@ void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockG
 // not avg); returns false, and writes nothing, elsewhere.
 bool merge_block_sets_into(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, DataType dtype,
                            ReduceOp op, void* recv);
+
+// merge_block_sets_into where this rank's own set is whole (block_set_head_of_whole) and the
+// call is in place: recv holds this rank's values, and `other` (whose values, other_values, it
+// may overwrite) is the left operand or the right one. The same bits, one pass over the values
+// fewer than copying the two operands out first. Returns false, and writes nothing, where
+// merge_block_sets_into would.
+bool merge_block_set_into_whole(const BlockSetView& other, std::byte* other_values, bool other_is_left,
+                                const BlockGeometry& g, DataType dtype, ReduceOp op, void* recv);
 
 // recv (g.count elements of dtype) = the set's blocks narrowed (avg: divided by nranks), zero
 // (+0) where a block is absent.

@@ -60,12 +60,12 @@ std::string parse_block_set(const std::byte* bytes, std::size_t size, const Bloc
   return std::string();
 }
 
-BlockSetView view_block_set(const std::vector<std::byte>& set, const BlockGeometry& g) {
+BlockSetView view_block_set(const std::vector<std::byte>& set, const BlockGeometry& g, const void* values) {
   BlockSetHeader h;
   std::memcpy(&h, set.data(), sizeof h);
   BlockSetView view;
   view.bits = reinterpret_cast<const std::uint64_t*>(set.data() + sizeof h);
-  view.values = set.data() + sizeof h + g.words() * 8;
+  view.values = values != nullptr ? static_cast<const std::byte*>(values) : set.data() + sizeof h + g.words() * 8;
   view.present = h.present;
   return view;
 }

@@ -116,12 +116,18 @@ void Peers::fail(Status s) {
 }
 
 void Peers::send(std::uint32_t peer, std::uint32_t tag, const void* data, std::size_t bytes) {
+  send(peer, tag, nullptr, 0, data, bytes);
+}
+
+void Peers::send(std::uint32_t peer, std::uint32_t tag, const void* head, std::size_t head_bytes, const void* data,
+                 std::size_t bytes) {
   if (peer >= size_ || peer == rank_ || channel_ == nullptr) {
     fail(Status(ErrorCode::internal, step_name(tag) + ": send to " + peer_name(peer) + " from rank " +
                                          std::to_string(rank_) + " of " + std::to_string(size_)));
     return;
   }
-  sends_.push_back(PendingSend{peer, tag_base_ + tag, static_cast<const std::byte*>(data), bytes, 0, false});
+  sends_.push_back(PendingSend{peer, tag_base_ + tag, static_cast<const std::byte*>(head), head_bytes,
+                               static_cast<const std::byte*>(data), head_bytes + bytes, 0, false});
 }
 
 void Peers::recv(std::uint32_t peer, std::uint32_t tag, void* dst, std::size_t bytes) {
@@ -410,12 +416,19 @@ bool Peers::progress_sends() {
       const std::size_t len = std::min(fragment_payload_, s.bytes - s.offset);
       PeerHeader h{kPeerMagic, kPeerVersion, static_cast<std::uint8_t>(PeerKind::data), 0, signature_, root_, seq_,
                    s.tag, s.bytes, s.offset};
-      struct iovec iov[2] = {{&h, sizeof h}, {const_cast<std::byte*>(s.data + s.offset), len}};
+      // The fragment's bytes [offset, offset + len): the part of them in the head, then data's.
+      struct iovec iov[3] = {{&h, sizeof h}, {nullptr, 0}, {nullptr, 0}};
+      int iovcnt = 1;
+      const std::size_t from_head = s.offset < s.head_bytes ? std::min(len, s.head_bytes - s.offset) : 0;
+      if (from_head) iov[iovcnt++] = {const_cast<std::byte*>(s.head + s.offset), from_head};
+      if (len > from_head)
+        iov[iovcnt++] = {const_cast<std::byte*>(s.data + (s.offset + from_head - s.head_bytes)), len - from_head};
       // The step ends only once the channel is flushed (step_complete), and until then the
       // algorithm leaves what it sends unchanged: a transport that can may read it in place.
       const transport::SendResult r =
-          sends_in_place_ ? channel_->send(s.peer, iov, len ? 2 : 1, transport::UserMemory{s.data, s.bytes, 0})
-                          : channel_->send(s.peer, iov, len ? 2 : 1);
+          sends_in_place_
+              ? channel_->send(s.peer, iov, iovcnt, transport::UserMemory{s.data, s.bytes - s.head_bytes, 0})
+              : channel_->send(s.peer, iov, iovcnt);
       if (r == transport::SendResult::no_resource) break;
       if (r == transport::SendResult::error) {
         fail(Status(ErrorCode::peer_failure, what_ + ": sending to " + peer_name(s.peer) + " failed: " +

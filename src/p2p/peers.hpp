@@ -66,6 +66,10 @@ class Peers {
   // sends stays unchanged until then: a receive of the same step never writes into it, since
   // the transport may read it in place while the step runs) ---------------------------------
   void send(std::uint32_t peer, std::uint32_t tag, const void* data, std::size_t bytes);
+  // One message of `head` followed by `data`, sent from the two buffers in place: a format's
+  // header need not be copied in front of a tensor (block sets, block_set.hpp).
+  void send(std::uint32_t peer, std::uint32_t tag, const void* head, std::size_t head_bytes, const void* data,
+            std::size_t bytes);
   // Receives exactly `bytes`; another size is a mismatch error.
   void recv(std::uint32_t peer, std::uint32_t tag, void* dst, std::size_t bytes);
   // Receives `count` accumulator values (f32 or i32, see block/reduce.hpp) and combines them
@@ -150,8 +154,10 @@ class Peers {
   enum class RecvMode : std::uint8_t { copy, reduce, any };
   struct PendingSend {
     std::uint32_t peer, tag;
+    const std::byte* head;  // the message's first head_bytes, then data's
+    std::size_t head_bytes;
     const std::byte* data;
-    std::size_t bytes, offset;
+    std::size_t bytes, offset;  // bytes: the whole message's, head included
     bool started;
   };
   struct PostedRecv {

@@ -117,6 +117,90 @@ TEST(BlockSet, MergingIntoTheTensorGivesTheBitsOfMergeThenUnpack) {
   EXPECT_EQ(out[0], 42.0f);
 }
 
+TEST(BlockSet, AWholeTensorsSetIsItsHeadThenTheTensorItself) {
+  for (const std::size_t count : {1u, 8u, 9u, 8u * 70 + 3}) {
+    const BlockGeometry g{count, kBlock, DataType::f32};
+    auto t = tensor(count, 6, [](std::size_t) { return true; });
+    for (std::size_t b = 0; b * kBlock < count; ++b) t[b * kBlock] = 1.0f;  // no block all zero
+    std::vector<std::uint64_t> bits(g.words() + 1, 0);
+    block::scan_nonzero_blocks(t.data(), count, DataType::f32, kBlock, bits.data());
+    std::vector<std::byte> head;
+    ASSERT_TRUE(block_set_head_of_whole(DataType::f32, bits.data(), g, &head)) << "count " << count;
+    std::vector<std::byte> wire = head;
+    const auto* bytes = reinterpret_cast<const std::byte*>(t.data());
+    wire.insert(wire.end(), bytes, bytes + count * 4);
+    EXPECT_EQ(wire, pack(t, g)) << "count " << count;
+    const BlockSetView view = view_block_set(head, g, t.data());
+    EXPECT_EQ(view.present, g.blocks());
+    EXPECT_EQ(static_cast<const void*>(view.values), static_cast<const void*>(t.data()));
+    // A zero block, or accumulators that are not the tensor's bytes: pack it instead.
+    if (count > kBlock) {
+      std::fill(t.begin(), t.begin() + kBlock, 0.0f);
+      std::fill(bits.begin(), bits.end(), 0);
+      block::scan_nonzero_blocks(t.data(), count, DataType::f32, kBlock, bits.data());
+      head.assign(3, std::byte{9});
+      EXPECT_FALSE(block_set_head_of_whole(DataType::f32, bits.data(), g, &head));
+      EXPECT_EQ(head.size(), 3u);
+    }
+    const BlockGeometry half{count, kBlock, DataType::f32};
+    EXPECT_FALSE(block_set_head_of_whole(DataType::f16, bits.data(), half, &head));
+  }
+  const BlockGeometry empty{0, kBlock, DataType::f32};
+  std::vector<std::uint64_t> none(1, 0);
+  std::vector<std::byte> head;
+  EXPECT_FALSE(block_set_head_of_whole(DataType::f32, none.data(), empty, &head));
+}
+
+// In place, this rank's whole tensor in recv, the other set on either side: the bits of
+// merge_block_sets then unpack, including where the order of the operands shows (min and max
+// of -0 and +0 take the right one; a sum of two NaNs keeps the left one's payload).
+TEST(BlockSet, MergingIntoAWholeTensorInPlaceGivesTheBitsOfMergeThenUnpack) {
+  for (const std::size_t count : {1u, 9u, 8u * 70 + 3, 8u * 128}) {
+    const BlockGeometry g{count, kBlock, DataType::f32};
+    auto mine = tensor(count, 7, [](std::size_t) { return true; });
+    for (std::size_t b = 0; b * kBlock < count; ++b) mine[b * kBlock] = 3.0f;
+    auto other = tensor(count, 8, [](std::size_t b) { return b % 3 != 1; });
+    if (count > 2 * kBlock) {
+      mine[1] = -0.0f;
+      other[1] = 0.0f;
+      mine[2] = 0.0f;
+      other[2] = -0.0f;
+      std::uint32_t nan_a = 0x7fc00001, nan_b = 0x7fc00002;
+      std::memcpy(&mine[3], &nan_a, 4);
+      std::memcpy(&other[3], &nan_b, 4);
+    }
+    std::vector<std::uint64_t> bits(g.words() + 1, 0);
+    block::scan_nonzero_blocks(mine.data(), count, DataType::f32, kBlock, bits.data());
+    std::vector<std::byte> head;
+    ASSERT_TRUE(block_set_head_of_whole(DataType::f32, bits.data(), g, &head));
+    const auto other_set = pack(other, g);
+    for (const ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max, ReduceOp::product}) {
+      for (const bool other_is_left : {true, false}) {
+        const BlockSetView mine_view = view_block_set(head, g, mine.data());
+        const BlockSetView other_view = parse_ok(other_set, g);
+        std::vector<std::byte> merged;
+        merge_block_sets(other_is_left ? other_view : mine_view, other_is_left ? mine_view : other_view, g, op,
+                         &merged);
+        std::vector<float> want(count, 42.0f);
+        unpack_block_set(parse_ok(merged, g), g, DataType::f32, op, 2, want.data());
+        std::vector<float> got = mine;  // recv, in place
+        std::vector<std::byte> received = other_set;
+        const BlockSetView received_view = parse_ok(received, g);
+        std::byte* values = received.data() + (received_view.values - received.data());
+        ASSERT_TRUE(merge_block_set_into_whole(received_view, values, other_is_left, g, DataType::f32, op, got.data()));
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), count * 4), 0)
+            << "count " << count << " op " << static_cast<int>(op) << (other_is_left ? " other left" : " other right");
+      }
+    }
+    std::vector<float> got = mine;
+    std::vector<std::byte> received = other_set;
+    const BlockSetView received_view = parse_ok(received, g);
+    std::byte* values = received.data() + (received_view.values - received.data());
+    EXPECT_FALSE(merge_block_set_into_whole(received_view, values, true, g, DataType::f32, ReduceOp::avg, got.data()));
+    EXPECT_EQ(std::memcmp(got.data(), mine.data(), count * 4), 0);
+  }
+}
+
 TEST(BlockSet, AMalformedMessageIsRefusedWithWhatIsWrong) {
   const std::size_t count = 8 * 100 + 5;  // 101 blocks: two bitmap words, the second partly used
   const BlockGeometry g{count, kBlock, DataType::f32};

@@ -3,77 +3,22 @@
 // reuse (steady state allocates nothing); a large one is freed once delivered, so a rare large
 // early message does not stay allocated for the communicator's life (sparcoll-soak found the
 // retained memory stepping up after warm-up whenever a peer ran further ahead than before).
-#include <sys/uio.h>
-
 #include <chrono>
-#include <cstring>
 #include <deque>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-#include "p2p/drive.hpp"
 #include "p2p/peers.hpp"
+#include "pair_channel.hpp"
 
 namespace {
 
 using sparcoll::Status;
 using sparcoll::p2p::Peers;
-namespace transport = sparcoll::transport;
-
-// One direction of an in-memory link between two processes.
-struct Message {
-  std::vector<std::uint64_t> words;  // 8-byte aligned, as drivers deliver
-  std::uint32_t size = 0;
-  std::uint32_t from = 0;
-};
-
-// A channel of process `self` of two: sends go to the other's inbox, poll() drains its own.
-class PairChannel final : public transport::Channel {
- public:
-  PairChannel(std::uint32_t self, std::deque<Message>* inbox, std::deque<Message>* peer_inbox)
-      : self_(self), inbox_(inbox), peer_inbox_(peer_inbox) {}
-  std::uint32_t max_message() const override { return 64 * 1024; }
-  transport::SendResult send(std::uint32_t, const struct iovec* iov, int iovcnt) override {
-    Message m;
-    for (int i = 0; i < iovcnt; ++i) m.size += static_cast<std::uint32_t>(iov[i].iov_len);
-    m.words.assign(m.size / 8 + 1, 0);
-    m.from = self_;
-    auto* at = reinterpret_cast<std::byte*>(m.words.data());
-    for (int i = 0; i < iovcnt; ++i) {
-      std::memcpy(at, iov[i].iov_base, iov[i].iov_len);
-      at += iov[i].iov_len;
-    }
-    peer_inbox_->push_back(std::move(m));
-    return transport::SendResult::ok;
-  }
-  int poll(transport::ReceivedMessage* out, int max) override {
-    current_.clear();  // the previous batch is no longer valid
-    while (static_cast<int>(current_.size()) < max && !inbox_->empty()) {
-      current_.push_back(std::move(inbox_->front()));
-      inbox_->pop_front();
-    }
-    for (std::size_t i = 0; i < current_.size(); ++i)
-      out[i] = {current_[i].from, reinterpret_cast<const std::byte*>(current_[i].words.data()), current_[i].size};
-    return static_cast<int>(current_.size());
-  }
-  bool flushed() override { return true; }
-  const Status& error() const override { return error_; }
-
- private:
-  std::uint32_t self_;
-  std::deque<Message>* inbox_;
-  std::deque<Message>* peer_inbox_;
-  std::vector<Message> current_;
-  Status error_;
-};
-
-// The posted step of `peers`, awaited and driven to its end here.
-sparcoll::Task await_step(Peers& peers) { co_return co_await peers.wait(); }
-Status run_step(Peers& peers) {
-  sparcoll::Task step = await_step(peers);
-  return sparcoll::p2p::drive(peers, step);
-}
+using sparcoll::p2p::test_pair::Message;
+using sparcoll::p2p::test_pair::PairChannel;
+using sparcoll::p2p::test_pair::run_step;
 
 std::vector<std::byte> pattern(std::size_t bytes, unsigned seed) {
   std::vector<std::byte> v(bytes);
