@@ -1,6 +1,6 @@
 // An in-memory link between two p2p::Peers for their unit tests: a transport::Channel pair whose
 // sends land in the other's inbox, whole (one message per send, 8-byte aligned as drivers
-// deliver), and a step driven to its end.
+// deliver), a step driven to its end, and test bytes.
 #pragma once
 
 #include <sys/uio.h>
@@ -64,6 +64,13 @@ class PairChannel final : public transport::Channel {
   std::vector<Message> current_;
   Status error_;
 };
+
+// `bytes` bytes that differ from one seed to the next.
+inline std::vector<std::byte> pattern(std::size_t bytes, unsigned seed) {
+  std::vector<std::byte> v(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
+  return v;
+}
 
 // The posted step of `peers`, awaited and driven to its end here.
 inline sparcoll::Task await_step(Peers& peers) { co_return co_await peers.wait(); }
