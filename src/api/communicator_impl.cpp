@@ -110,6 +110,9 @@ Status CommunicatorImpl::setup(const Options& options) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const bool oversubscribed = std::uint64_t{membership_.local_processes} * options_.threads > cores;
   cfg.yield_when_waiting = options_.poll_mode == "yield" || (options_.poll_mode == "auto" && oversubscribed);
+  // This process's share of the host's cores for its scans: the other processes here scan at
+  // the same moment (every rank scans its tensor at the start of the same allreduce).
+  block::set_scan_threads(cores / std::max<std::uint32_t>(membership_.local_processes, 1));
 
   const std::vector<std::uint32_t> peers = peers_of(cfg.layout);
   if (!peers.empty()) {

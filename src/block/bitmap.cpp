@@ -3,8 +3,10 @@
 #include "block/bitmap.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
+#include <thread>
 
 #include "block/bitmap_kernels.hpp"
 
@@ -20,6 +22,9 @@ namespace {
 constexpr std::size_t kParallelScanBytes = std::size_t{8} << 20;
 // Bytes each TBB task reads at least, so tasks stay long next to their scheduling cost.
 constexpr std::size_t kBytesPerTask = std::size_t{1} << 20;
+
+// set_scan_threads' value; 0: not set, every core.
+std::atomic<unsigned> scan_threads_set{0};
 
 using AnyNonzeroFn = bool (*)(const unsigned char*, std::size_t, std::uint32_t) noexcept;
 
@@ -138,10 +143,11 @@ std::size_t scan_nonzero_blocks_at(SimdLevel level, const void* data, std::size_
                     nblocks};
   const ScanWordsFn scan = scan_words_for(level);
 #ifdef SPARCOLL_HAVE_TBB
-  if (job.total_bytes > kParallelScanBytes && nwords > 1) {
+  const unsigned threads = scan_threads();
+  if (threads > 1 && job.total_bytes > kParallelScanBytes && nwords > 1) {
     const std::size_t grain = std::max<std::size_t>(1, kBytesPerTask / (job.block_bytes * 64));
     ParallelScan parallel{&job, scan, bits, signed_zero_bits};
-    parallel_ranges(nwords, grain, scan_word_range, &parallel);
+    parallel_ranges(nwords, grain, threads, scan_word_range, &parallel);
   } else {
     scan(job, 0, nwords, bits, signed_zero_bits);
   }
@@ -151,6 +157,15 @@ std::size_t scan_nonzero_blocks_at(SimdLevel level, const void* data, std::size_
   std::size_t nonzero = 0;
   for (std::size_t w = 0; w < nwords; ++w) nonzero += static_cast<std::size_t>(std::popcount(bits[w]));
   return nonzero;
+}
+
+void set_scan_threads(unsigned threads) noexcept {
+  scan_threads_set.store(std::max(threads, 1u), std::memory_order_relaxed);
+}
+
+unsigned scan_threads() noexcept {
+  const unsigned set = scan_threads_set.load(std::memory_order_relaxed);
+  return set != 0 ? set : std::max(std::thread::hardware_concurrency(), 1u);
 }
 
 bool is_zero_at(SimdLevel level, const void* data, std::size_t n, DataType dtype) noexcept {

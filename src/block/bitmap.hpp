@@ -25,6 +25,14 @@ constexpr std::size_t bitmap_words(std::size_t nblocks) noexcept { return (nbloc
 std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                                 std::uint64_t* bits, std::uint64_t* signed_zero_bits = nullptr);
 
+// The threads a large scan is split over in this process, the caller's included; 1: the caller
+// alone. By default every core. A communicator sets it to its host's cores over the processes
+// it runs there (at least 1; the last communicator set up decides): processes sharing a host
+// would otherwise each split their scans over every core, and two ranks on 2 cores scanned
+// 1-11% slower that way than one thread each (docs/perf.md, "The scan's threads").
+void set_scan_threads(unsigned threads) noexcept;
+unsigned scan_threads() noexcept;
+
 // True when the `n` elements at `data` are all zero (same rule as above).
 bool is_zero(const void* data, std::size_t n, DataType dtype);
 

@@ -18,7 +18,8 @@
 // hide races in the scan's own code, which runs inside TBB's frames.
 #include "block/parallel_ranges.hpp"
 
-#include <tbb/blocked_range.h>
+#include <algorithm>
+
 #include <tbb/parallel_for.h>
 
 #ifdef SPARCOLL_TSAN_HANDOFF
@@ -27,20 +28,33 @@
 
 namespace sparcoll::block {
 
-void parallel_ranges(std::size_t n, std::size_t grain, RangeFn fn, void* context) {
+void parallel_ranges(std::size_t n, std::size_t grain, unsigned threads, RangeFn fn, void* context) {
+  // One task per thread, each an equal share: at most `threads` of them run at once, whatever
+  // the number of TBB's workers (one per core of the host, in every process on it).
+  const std::size_t by_grain = (n + std::max<std::size_t>(grain, 1) - 1) / std::max<std::size_t>(grain, 1);
+  const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(threads, by_grain));
+  const auto range_of = [n, tasks](std::size_t t, std::size_t* begin, std::size_t* end) {
+    *begin = n * t / tasks;
+    *end = n * (t + 1) / tasks;
+  };
 #ifdef SPARCOLL_TSAN_HANDOFF
   // TSan keys synchronisation by address: these two bytes only name the two orderings.
   char start = 0, done = 0;
   __tsan_release(&start);
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain), [&](const tbb::blocked_range<std::size_t>& r) {
+  tbb::parallel_for(std::size_t{0}, tasks, [&](std::size_t t) {
     __tsan_acquire(&start);
-    fn(context, r.begin(), r.end());
+    std::size_t begin = 0, end = 0;
+    range_of(t, &begin, &end);
+    fn(context, begin, end);
     __tsan_release(&done);
   });
   __tsan_acquire(&done);
 #else
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, grain),
-                    [&](const tbb::blocked_range<std::size_t>& r) { fn(context, r.begin(), r.end()); });
+  tbb::parallel_for(std::size_t{0}, tasks, [&](std::size_t t) {
+    std::size_t begin = 0, end = 0;
+    range_of(t, &begin, &end);
+    fn(context, begin, end);
+  });
 #endif
 }
 

@@ -213,8 +213,9 @@ TEST(BlockBitmap, CountZeroWritesNothing) {
 }
 
 TEST(BlockBitmap, LargeTensorsUseEveryThreadCorrectly) {
-  // Above the 8 MiB threshold the scan is split over TBB threads in whole bitmap words; the
-  // result must be the same as one thread's.
+  // Above the 8 MiB threshold the scan is split over TBB threads in whole bitmap words, as many
+  // ranges as the threads set (set_scan_threads); the result must be the same as one thread's.
+  const unsigned before = scan_threads();
   std::mt19937_64 rng(777);
   struct Case {
     DataType dtype;
@@ -228,8 +229,16 @@ TEST(BlockBitmap, LargeTensorsUseEveryThreadCorrectly) {
     for (std::size_t i = 0; i < c.count; ++i) t.set(i, zero_filler(c.dtype));
     for (std::size_t k = 0; k < c.count / 2000; ++k) t.set(rng() % c.count, 0x3c00u);
     t.set(c.count - 1, 0x0001u);
-    for (const SimdLevel level : runnable_levels()) expect_scan_matches(level, t, c.block);
+    for (const unsigned threads : {before, 1u, 2u, 3u, 7u}) {
+      set_scan_threads(threads);
+      SCOPED_TRACE(testing::Message() << threads << " threads");
+      for (const SimdLevel level : runnable_levels()) expect_scan_matches(level, t, c.block);
+    }
   }
+  set_scan_threads(before);
+  set_scan_threads(0);  // at least one
+  EXPECT_EQ(scan_threads(), 1u);
+  set_scan_threads(before);
 }
 
 TEST(BlockBitmap, PublicEntryPointsAgree) {
