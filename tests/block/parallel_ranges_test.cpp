@@ -1,6 +1,6 @@
 // parallel_ranges (src/block/parallel_ranges.hpp): every index covered once, in at most as many
 // ranges as the threads it is given (no more ranges than can run at once: the bound a process
-// sharing its host keeps to), none shorter than the grain but the last.
+// sharing its host keeps to), and no more than n / grain rounded up.
 #include "block/parallel_ranges.hpp"
 
 #include <gtest/gtest.h>
