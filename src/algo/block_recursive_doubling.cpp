@@ -104,14 +104,17 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
     const BlockSetView mine = view_cur();
     const BlockSetView& left = (me & mask) == 0 ? mine : theirs;
     const BlockSetView& right = (me & mask) == 0 ? theirs : mine;
-    // The last step of a rank no folded rank waits for: the union straight into recv. In place
-    // with this rank's own set whole (2 ranks), recv holds its values already: merged there.
+    // The last step of a rank no folded rank waits for: the union straight into recv. Where
+    // this rank's own set is still whole (its first step is its last) and the call is in place,
+    // recv holds its values already: the partner's set is merged there.
     if ((mask << 1) == pow2 && r >= 2 * rem) {
-      if (own_values != recv && merge_block_sets_into(left, right, g, dtype, op, recv)) co_return Status();
-      std::byte* theirs_values = received.data() + (theirs.values - received.data());
-      if (own_values == recv &&
-          merge_block_set_into_whole(theirs, theirs_values, (me & mask) != 0, g, dtype, op, recv))
+      if (own_values == recv) {
+        std::byte* theirs_values = received.data() + (theirs.values - received.data());
+        if (merge_block_set_into_whole(theirs, theirs_values, (me & mask) != 0, g, dtype, op, recv))
+          co_return Status();
+      } else if (merge_block_sets_into(left, right, g, dtype, op, recv)) {
         co_return Status();
+      }
     }
     merge_block_sets(left, right, g, op, spare);
     merged();

@@ -31,8 +31,8 @@ namespace sparcoll::block {
 void parallel_ranges(std::size_t n, std::size_t grain, unsigned threads, RangeFn fn, void* context) {
   // One task per thread, each an equal share: at most `threads` of them run at once, whatever
   // the number of TBB's workers (one per core of the host, in every process on it).
-  const std::size_t by_grain = (n + std::max<std::size_t>(grain, 1) - 1) / std::max<std::size_t>(grain, 1);
-  const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(threads, by_grain));
+  const std::size_t min_items = std::max<std::size_t>(grain, 1);
+  const std::size_t tasks = std::max<std::size_t>(1, std::min<std::size_t>(threads, (n + min_items - 1) / min_items));
   const auto range_of = [n, tasks](std::size_t t, std::size_t* begin, std::size_t* end) {
     *begin = n * t / tasks;
     *end = n * (t + 1) / tasks;
