@@ -44,8 +44,13 @@ constexpr long kSubmissionNapNs = 1'000'000 - 1;
 // sleep here). The short naps cost: at 4 ranks on 2 cores, 50000 wake-ups a second per waiting
 // rank made the hybrid's block-sparse half 30% slower than block-sparse alone (16 MiB, 0.1%
 // density over shm: 2.75 against 2.06 ms, medians of 10 interleaved runs; with one sleep 2.09).
+// The sleep's bound is long: the thread that finishes the operation wakes it, and that
+// operation has its own deadline, so waking to look cost only. Bounded at 1 ms, each 8 ms
+// allreduce of 8 ranks on 2 cores woke every rank's waiting thread about 7 times, each wake-up
+// taking a core from the progress threads: the hybrid was 1.06-1.12x block-sparse there, and
+// 0.98-1.00x bounded at 20 ms (16 MiB at 1% over shm, both in one program, 12 programs).
 constexpr long kOtherThreadNapNs = 20'000;
-constexpr long kOtherThreadSleepNs = 1'000'000 - 1;
+constexpr long kOtherThreadSleepNs = 20'000'000;
 }  // namespace
 
 void IdlePolicy::wait(const Idle& idle, std::atomic<std::uint32_t>* wake, std::uint32_t seen) {
