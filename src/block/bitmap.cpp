@@ -165,7 +165,10 @@ void set_scan_threads(unsigned threads) noexcept {
 
 unsigned scan_threads() noexcept {
   const unsigned set = scan_threads_set.load(std::memory_order_relaxed);
-  return set != 0 ? set : std::max(std::thread::hardware_concurrency(), 1u);
+  if (set != 0) return set;
+  // Read once: every call asks the kernel again (a system call or a read of /sys).
+  static const unsigned cores = std::max(std::thread::hardware_concurrency(), 1u);
+  return cores;
 }
 
 bool is_zero_at(SimdLevel level, const void* data, std::size_t n, DataType dtype) noexcept {

@@ -235,7 +235,6 @@ TEST(BlockBitmap, LargeTensorsUseEveryThreadCorrectly) {
       for (const SimdLevel level : runnable_levels()) expect_scan_matches(level, t, c.block);
     }
   }
-  set_scan_threads(before);
   set_scan_threads(0);  // at least one
   EXPECT_EQ(scan_threads(), 1u);
   set_scan_threads(before);
