@@ -223,6 +223,12 @@ int TcpChannel::poll(ReceivedMessage* out, int max) {
 
 bool TcpChannel::flushed() {
   if (!error_.ok()) return true;  // nothing queued will ever leave: teardown must not wait for it
+  // Asked every round while a step's receives are pending, and the sends usually went out
+  // whole when they were made: an epoll_wait then learns nothing poll() will not, and on a
+  // core shared by ranks each round's extra system call delays the rank whose data has come.
+  bool any_queued = false;
+  for (const Peer& peer : peers_) any_queued = any_queued || !peer.queue.empty();
+  if (!any_queued) return true;
   wait_events();
   bool all_empty = true;
   for (Peer& peer : peers_) {
