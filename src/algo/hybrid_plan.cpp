@@ -136,6 +136,18 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
   return rd * 100 * ranks <= std::uint64_t{max_percent} * 2 * (ranks - 1) * nblocks;
 }
 
+std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes) {
+  if (over_shm) return 20;
+  constexpr std::uint64_t kBase = 256 * 1024;
+  constexpr std::uint32_t kAtBase = 80, kPerDoubling = 12, kLeast = 45;
+  if (bytes <= kBase) return kAtBase;
+  const std::uint64_t doublings = static_cast<std::uint64_t>(std::bit_width(bytes / kBase)) - 1;
+  if (doublings * kPerDoubling >= kAtBase - kLeast) return kLeast;  // (and no overflow below)
+  const std::uint64_t low = kBase << doublings;  // the power of two times kBase at or below bytes
+  const std::uint64_t less = doublings * kPerDoubling + (bytes - low) * kPerDoubling / low;
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(kLeast, kAtBase - less));
+}
+
 std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent) {
   if (ranks < 2) return 101;
   for (std::uint32_t d = 0; d <= 100; ++d) {

@@ -307,8 +307,8 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   c.hybrid.stripe_counts.assign(stripes, 0);
   c.hybrid.whole_tensor = count < options_.hybrid_min_bytes / dtype_size(state.geometry.dtype);
   // Over shm a byte saved is worth less against block recursive doubling's extra passes over the
-  // tensor than over a wire (docs/algorithms.md, "hybrid").
-  c.hybrid.rd_max_percent = transport() == "shm" ? 20 : 45;
+  // tensor than over a wire, and over a wire more the smaller the tensor (docs/algorithms.md, "hybrid").
+  c.hybrid.rd_max_percent = algo::rd_max_percent(transport() == "shm", std::uint64_t{count} * dtype_size(dtype));
   std::string local_problem = problem;
   if (local_problem.empty() && state.abort) local_problem = state.abort_reason;
   return submit(c, "allreduce op", local_problem, out, std::string(),

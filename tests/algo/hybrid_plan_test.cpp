@@ -106,6 +106,34 @@ TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRin
   EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 544, 512, 23));
 }
 
+TEST(HybridPlan, BlockRecursiveDoublingsShareOfTheRingShrinksWithTheTensorOverAWire) {
+  constexpr std::uint64_t KiB = 1024, MiB = 1024 * KiB;
+  // Over shm one share for every size.
+  EXPECT_EQ(rd_max_percent(true, 4 * KiB), 20u);
+  EXPECT_EQ(rd_max_percent(true, 1 * MiB), 20u);
+  EXPECT_EQ(rd_max_percent(true, 64 * MiB), 20u);
+  // Over a wire: 80% up to 256 KiB, 12 points less per doubling, linear in between, at least 45.
+  EXPECT_EQ(rd_max_percent(false, 0), 80u);
+  EXPECT_EQ(rd_max_percent(false, 4 * KiB), 80u);
+  EXPECT_EQ(rd_max_percent(false, 256 * KiB), 80u);
+  EXPECT_EQ(rd_max_percent(false, 384 * KiB), 74u);
+  EXPECT_EQ(rd_max_percent(false, 512 * KiB), 68u);
+  EXPECT_EQ(rd_max_percent(false, 880 * KiB), 60u);  // the LSTM trace's 0.86 MiB
+  EXPECT_EQ(rd_max_percent(false, 1 * MiB), 56u);
+  EXPECT_EQ(rd_max_percent(false, 1920 * KiB), 46u);
+  EXPECT_EQ(rd_max_percent(false, 2 * MiB), 45u);
+  EXPECT_EQ(rd_max_percent(false, 3 * MiB), 45u);
+  EXPECT_EQ(rd_max_percent(false, 4 * MiB), 45u);
+  EXPECT_EQ(rd_max_percent(false, std::uint64_t{1} << 62), 45u);
+  // Never larger for a larger tensor.
+  std::uint32_t last = 100;
+  for (std::uint64_t bytes = 1; bytes < 64 * MiB; bytes = bytes * 17 / 16 + 1) {
+    const std::uint32_t p = rd_max_percent(false, bytes);
+    EXPECT_LE(p, last) << bytes;
+    last = p;
+  }
+}
+
 TEST(HybridPlan, AStripesSampleMaskNamesItsNonZeroSamplesAndScalesToItsCount) {
   // 64 blocks of 4 elements, one stripe: the samples are blocks 1, 3, 5, ... (the middle of each
   // pair); blocks 3 and 10 non-zero: sample 1 only (block 10 is not sampled).
