@@ -130,8 +130,8 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
     plan_reuse_.record_stripes(key, next_plan_, union_blocks, nblocks);
     return;
   }
-  // The whole-tensor threshold depends only on the ranks and the transport's rd_max_percent:
-  // computed once, not per call.
+  // The whole-tensor threshold depends only on the ranks and rd_max_percent (the transport's and
+  // the tensor's size): computed again only when that changes.
   if (op.hybrid.rd_max_percent != whole_threshold_for_) {
     whole_threshold_ = algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent);
     whole_threshold_for_ = op.hybrid.rd_max_percent;
