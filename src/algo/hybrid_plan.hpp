@@ -69,6 +69,16 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
 bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
                                      std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent);
 
+// Tensors from SPARCOLL_HYBRID_MIN_BYTES up to this many times it are planned as a tensor sent
+// whole (one exchange of sample masks, kept per shape), and go whole when block recursive
+// doubling is picked, else in stripes. Block recursive doubling beat the stripes' block-sparse
+// engine by 1.2-2.4x at 2 and 4 MiB and 0.1-10% density (2 and 4 ranks over tcp, 2 and 4 over
+// shm, 8 over both at 2 MiB; the same program, docs/perf.md, "Whole tensors up to 8 MiB when
+// block recursive doubling is picked"); at 8 MiB the two were even. Where it is not picked the
+// tensor keeps its stripes: at 2-4 MiB dense, the stripes (the ring over every run of dense
+// stripes) were as fast or faster than the whole tensor's dense algorithm.
+constexpr std::uint64_t kWholeIfSparseFactor = 4;
+
 // prefer_block_recursive_doubling's max_percent for a tensor of `bytes`. Measured against the
 // ring (2 ranks) and the butterfly (4 and 8) on random blocks from 256 KiB to 1.9 MiB, both in
 // one program (docs/perf.md, "Block recursive doubling's share of the ring"): over loopback tcp

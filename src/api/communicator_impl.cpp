@@ -305,7 +305,9 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   c.hybrid.stripe_blocks = algo::stripe_blocks_for(nblocks);
   const std::uint64_t stripes = (nblocks + c.hybrid.stripe_blocks - 1) / c.hybrid.stripe_blocks;
   c.hybrid.stripe_counts.assign(stripes, 0);
-  c.hybrid.whole_tensor = count < options_.hybrid_min_bytes / dtype_size(state.geometry.dtype);
+  const std::size_t min_count = options_.hybrid_min_bytes / dtype_size(state.geometry.dtype);
+  c.hybrid.whole_tensor = count < algo::kWholeIfSparseFactor * min_count;
+  c.hybrid.stripes_unless_rd = count >= min_count;
   // Over shm a byte saved is worth less against block recursive doubling's extra passes over the
   // tensor than over a wire, and over a wire more the smaller the tensor (docs/algorithms.md, "hybrid").
   c.hybrid.rd_max_percent = algo::rd_max_percent(transport() == "shm", std::uint64_t{count} * dtype_size(dtype));

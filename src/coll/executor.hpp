@@ -102,7 +102,8 @@ class Executor final : public runtime::Handler {
   algo::KeptPlan kept_plan(const CollOp& op);
   Task exchange_stripe_counts(CollOp& op);
   void remember_result(const CollOp& op, bool exchanged);
-  Task hybrid_whole_tensor(CollOp& op);
+  Task hybrid_whole_tensor(CollOp& op, bool block_rd);
+  Task hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept_dense);
   std::shared_ptr<detail::RequestState> hand_over_sparse_stripes(CollOp& op);
   Task run_dense_stripes(const CollOp& op);
   Task wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status);
@@ -134,6 +135,7 @@ class Executor final : public runtime::Handler {
   algo::Scratch scratch_;
   std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
   std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe
+  std::vector<std::uint32_t> mask_counts_;   // hybrid: stripe_table_'s masks as counts (stripes_unless_rd)
   algo::PlanReuse plan_reuse_;               // hybrid: what later calls of a shape plan from
   std::vector<std::uint64_t> dense_plan_;     // hybrid: the stripes this call sends dense (bit per stripe)
   std::vector<std::uint32_t> result_counts_;  // hybrid: the result's non-zero blocks per stripe

@@ -11,7 +11,9 @@
 //   3. this thread runs each run of adjacent dense stripes through the dense ring;
 //   4. the op completes once the block-sparse half has.
 // A tensor below SPARCOLL_HYBRID_MIN_BYTES is not split: after step 1 it goes whole by block
-// recursive doubling or the dense algorithm below stripes, whichever the table favours.
+// recursive doubling or the dense algorithm below stripes, whichever the table favours. Up to
+// algo::kWholeIfSparseFactor times that size it is planned the same way, from the same masks,
+// but where block recursive doubling is not picked it goes in stripes (steps 2-4).
 // Each element is reduced by exactly one of the two paths, each bitwise identical on every rank,
 // so the result is too. docs/architecture.md, "Hybrid allreduce".
 #include <bit>
@@ -70,26 +72,49 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
   Status status;
   engine_counted_ = false;
   if (op.hybrid.whole_tensor) {
-    status = co_await hybrid_whole_tensor(op);
-  } else {
-    block_sparse::OpState& part = *op.hybrid.sparse_part;
     const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
-    if (kept.dense != nullptr)
-      dense_plan_ = *kept.dense;
-    else
-      algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
-                               op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
-                               &dense_plan_);
-    // The engine reads the op slot's copy; this thread keeps its own, since the slot may be
-    // reused once the engine is done with it, while this thread still runs dense stripes.
-    part.dense_stripes = dense_plan_;
-    // 2. The sparse stripes to the engine; 3. the dense ones here, meanwhile; 4. the sparse half's end.
-    const std::shared_ptr<detail::RequestState> sparse_done = hand_over_sparse_stripes(op);
-    status = co_await run_dense_stripes(op);
-    if (sparse_done) status = co_await wait_for_sparse_stripes(*sparse_done, status);
+    const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();
+    const bool block_rd = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
+                                                                op.hybrid.stripe_blocks, op.hybrid.rd_max_percent);
+    if (block_rd || !op.hybrid.stripes_unless_rd) {
+      status = co_await hybrid_whole_tensor(op, block_rd);
+    } else {
+      // The stripes planned from the masks' estimated counts (the counts' own exchange samples
+      // the same blocks).
+      mask_counts_.resize(stripe_table_.size());
+      for (std::size_t i = 0; i < stripe_table_.size(); ++i) {
+        const std::uint64_t first = std::uint64_t{static_cast<std::uint32_t>(i % stripes)} * op.hybrid.stripe_blocks;
+        mask_counts_[i] = algo::mask_blocks(stripe_table_[i], std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first));
+      }
+      stripe_table_.swap(mask_counts_);
+      status = co_await hybrid_striped(op, nullptr);
+      stripe_table_.swap(mask_counts_);  // the masks are what the shape keeps (remember_result)
+    }
+  } else {
+    status = co_await hybrid_striped(op, kept.dense);
   }
   if (status.ok()) remember_result(op, exchanged);
   co_return status;  // a failure makes every shape exchange again (run_one)
+}
+
+// Steps 2-4: the plan from stripe_table_'s counts, or the one kept; the sparse stripes to the
+// engine, the dense ones on this thread meanwhile, then the sparse half's end.
+Task Executor::hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept_dense) {
+  block_sparse::OpState& part = *op.hybrid.sparse_part;
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  if (kept_dense != nullptr)
+    dense_plan_ = *kept_dense;
+  else
+    algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
+                             op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
+                             &dense_plan_);
+  // The engine reads the op slot's copy; this thread keeps its own, since the slot may be
+  // reused once the engine is done with it, while this thread still runs dense stripes.
+  part.dense_stripes = dense_plan_;
+  const std::shared_ptr<detail::RequestState> sparse_done = hand_over_sparse_stripes(op);
+  Status status = co_await run_dense_stripes(op);
+  if (sparse_done) status = co_await wait_for_sparse_stripes(*sparse_done, status);
+  co_return status;
 }
 
 // What this call may plan from instead of exchanging (algo/plan_reuse.hpp). Every rank gets the
@@ -166,16 +191,12 @@ Task Executor::exchange_stripe_counts(CollOp& op) {
   co_return co_await peers_.wait();
 }
 
-// Too small for stripes and lanes: the whole tensor by block recursive doubling or the dense
-// algorithm below stripes, whichever the exchanged counts favour.
-Task Executor::hybrid_whole_tensor(CollOp& op) {
-  const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();  // before the slot is given back
+// The whole tensor by block recursive doubling (`block_rd`: what the exchanged masks favour) or
+// the dense algorithm below stripes.
+Task Executor::hybrid_whole_tensor(CollOp& op, bool block_rd) {
   release_unused_sparse_part(op);
-  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
-  const Algorithm algo = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
-                                                               op.hybrid.stripe_blocks, op.hybrid.rd_max_percent)
-                             ? Algorithm::block_recursive_doubling
-                             : algo::dense_algorithm_below_stripes(peers_.size());
+  const Algorithm algo =
+      block_rd ? Algorithm::block_recursive_doubling : algo::dense_algorithm_below_stripes(peers_.size());
   peers_.set_tag_base(kRunTagStride);
   // No co_await inside a conditional expression: GCC 12 destroys the temporaries of both arms.
   Status s;

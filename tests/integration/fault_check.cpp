@@ -168,6 +168,54 @@ bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
   return true;
 }
 
+// A tensor from SPARCOLL_HYBRID_MIN_BYTES (2 MiB) to 4 times that is planned as one sent whole
+// and goes whole when block recursive doubling is picked, else in stripes. 3 MiB of f32, three
+// times each: 1% of the blocks non-zero on each rank (drawn apart by rank) goes whole by block
+// recursive doubling (nothing dense, no block through the block-sparse engine); the first half
+// dense and 1% of the second half's blocks does not (block recursive doubling would send half
+// the tensor and then most of it again), and goes in stripes, the dense half dense and the
+// sparse half through the engine. Every call's sum is checked. Each kind of data has a shape of
+// its own (a count not of kHybridShapes), so that no call plans from another data's kept table.
+bool hybrid_middle_range_goes_whole_only_when_sparse(sparcoll::Communicator& comm) {
+  const auto sparse_block = [](std::size_t block, int rank) {
+    return (block * 2654435761u + static_cast<std::size_t>(rank) * 40503u) % 100 == 0;
+  };
+  for (const bool half_dense : {false, true})
+    for (int call = 0; call < 3; ++call) {
+      const std::size_t count = (std::size_t{3} << 18) + (half_dense ? 512 : 256), blocks = count / 256;
+      const auto value_of = [&](std::size_t i, int rank) {
+        const bool nonzero = (half_dense && i < count / 2) || sparse_block(i / 256, rank);
+        return nonzero ? static_cast<float>(rank + 1 + i % 3) : 0.0f;
+      };
+      std::vector<float> v(count);
+      for (std::size_t i = 0; i < count; ++i) v[i] = value_of(i, comm.rank());
+      sparcoll::Request r = comm.iallreduce(v.data(), v.data(), count, DataType::f32, ReduceOp::sum,
+                                            sparcoll::Algorithm::hybrid);
+      r.wait();
+      for (std::size_t i = 0; i < count; ++i) {
+        float want = 0.0f;
+        for (int p = 0; p < comm.size(); ++p) want += value_of(i, p);
+        if (v[i] != want) {
+          std::printf("fault: rank %d: the %s 3 MiB hybrid allreduce gave a wrong sum at %zu\n", comm.rank(),
+                      half_dense ? "half dense" : "sparse", i);
+          return false;
+        }
+      }
+      const sparcoll::OpStats st = r.stats();
+      const bool whole_by_rd = st.dense_elements == 0 && st.blocks_sent == 0;
+      const bool split = st.dense_elements > 0 && st.dense_elements < count && st.blocks_sent > 0;
+      if (half_dense ? !split : !whole_by_rd) {
+        std::printf("fault: rank %d: call %d of the %s 3 MiB hybrid allreduce sent %llu elements dense and %llu "
+                    "blocks through the engine (of %zu)\n",
+                    comm.rank(), call + 1, half_dense ? "half dense" : "sparse",
+                    static_cast<unsigned long long>(st.dense_elements), static_cast<unsigned long long>(st.blocks_sent),
+                    blocks);
+        return false;
+      }
+    }
+  return true;
+}
+
 // The culprit of ring_die: forks before joining; the child is the rank (it joins, starts a large
 // ring allreduce and is SIGKILLed in the middle of it), the parent only waits for it and exits 0
 // so the launcher keeps the survivors running. Returns in the child only.
@@ -335,7 +383,9 @@ int main(int argc, char** argv) {
       // Every rank plans the next call of a shape from its kept table, but the culprit's call is
       // refused before it plans: every rank fails it, forgets its tables, and the calls after
       // it (the same shapes) still meet and sum right (algo/plan_reuse.hpp).
-      if (!hybrid_sums_right(*comm, 4) || !hybrid_plan_settles_on_the_union(*comm)) return 1;
+      if (!hybrid_sums_right(*comm, 4) || !hybrid_plan_settles_on_the_union(*comm) ||
+          !hybrid_middle_range_goes_whole_only_when_sparse(*comm))
+        return 1;
       std::vector<float> v(kHybridShapes[0], 1.0f);
       comm->allreduce(culprit ? nullptr : v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum,
                       sparcoll::Algorithm::hybrid);
