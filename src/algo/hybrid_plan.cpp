@@ -136,16 +136,25 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
   return rd * 100 * ranks <= std::uint64_t{max_percent} * 2 * (ranks - 1) * nblocks;
 }
 
+namespace {
+
+// at_base percent up to `base` bytes, per_doubling points less per doubling of the size above it
+// (linear between powers of two), at least `least`.
+std::uint32_t shrinking_percent(std::uint64_t bytes, std::uint64_t base, std::uint32_t at_base,
+                                std::uint32_t per_doubling, std::uint32_t least) {
+  if (bytes <= base) return at_base;
+  const std::uint64_t doublings = static_cast<std::uint64_t>(std::bit_width(bytes / base)) - 1;
+  if (doublings * per_doubling >= at_base - least) return least;  // (and no overflow below)
+  const std::uint64_t low = base << doublings;  // the power of two times base at or below bytes
+  const std::uint64_t less = doublings * per_doubling + (bytes - low) * per_doubling / low;
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(least, at_base - less));
+}
+
+}  // namespace
+
 std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes) {
-  if (over_shm) return 20;
-  constexpr std::uint64_t kBase = 256 * 1024;
-  constexpr std::uint32_t kAtBase = 80, kPerDoubling = 12, kLeast = 45;
-  if (bytes <= kBase) return kAtBase;
-  const std::uint64_t doublings = static_cast<std::uint64_t>(std::bit_width(bytes / kBase)) - 1;
-  if (doublings * kPerDoubling >= kAtBase - kLeast) return kLeast;  // (and no overflow below)
-  const std::uint64_t low = kBase << doublings;  // the power of two times kBase at or below bytes
-  const std::uint64_t less = doublings * kPerDoubling + (bytes - low) * kPerDoubling / low;
-  return static_cast<std::uint32_t>(std::max<std::uint64_t>(kLeast, kAtBase - less));
+  constexpr std::uint64_t KiB = 1024;
+  return over_shm ? shrinking_percent(bytes, 2048 * KiB, 20, 5, 10) : shrinking_percent(bytes, 256 * KiB, 80, 12, 45);
 }
 
 std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent) {

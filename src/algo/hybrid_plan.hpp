@@ -80,14 +80,15 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
 constexpr std::uint64_t kWholeIfSparseFactor = 4;
 
 // prefer_block_recursive_doubling's max_percent for a tensor of `bytes`. Measured against the
-// ring (2 ranks) and the butterfly (4 and 8) on random blocks from 256 KiB to 1.9 MiB, both in
-// one program (docs/perf.md, "Block recursive doubling's share of the ring"): over loopback tcp
-// the two met where block recursive doubling sent above 80% of the ring's bytes at 256 KiB,
-// 65-78% at 512 KiB, 55-70% at 1 MiB and 50-60% at 1.9 MiB (its fewer steps count less as the
-// tensor grows); over shm at 13-30% whatever the size (the extra passes over memory of its merges
-// are what its fewer bytes pay for there). So over a wire 80% up to 256 KiB, 12 points less per
-// doubling of the size (linear between powers of two), at least 45; over shm 20%. Integers
-// only: the same on every rank.
+// ring (2 ranks) and the butterfly (4 and 8) on random blocks from 256 KiB to 1.9 MiB, and
+// against the stripes at 2-4 MiB, both in one program (docs/perf.md, "Block recursive doubling's
+// share of the ring"): over loopback tcp the two met where block recursive doubling sent above
+// 80% of the ring's bytes at 256 KiB, 65-78% at 512 KiB, 55-70% at 1 MiB and 50-60% at 1.9 MiB
+// (its fewer steps count less as the tensor grows); over shm at 13-30% up to 2 MiB (the extra
+// passes over memory of its merges are what its fewer bytes pay for there), and between 10 and
+// 19% at 4 MiB. So over a wire 80% up to 256 KiB, 12 points less per doubling of the size
+// (linear between powers of two), at least 45; over shm 20% up to 2 MiB, 5 points less per
+// doubling, at least 10. Integers only: the same on every rank.
 std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes);
 
 // The union density (whole percent of the blocks non-zero on some rank) from which

@@ -106,12 +106,16 @@ TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRin
   EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 544, 512, 23));
 }
 
-TEST(HybridPlan, BlockRecursiveDoublingsShareOfTheRingShrinksWithTheTensorOverAWire) {
+TEST(HybridPlan, BlockRecursiveDoublingsShareOfTheRingShrinksWithTheTensor) {
   constexpr std::uint64_t KiB = 1024, MiB = 1024 * KiB;
-  // Over shm one share for every size.
+  // Over shm 20% up to 2 MiB, 5 points less per doubling, at least 10.
   EXPECT_EQ(rd_max_percent(true, 4 * KiB), 20u);
   EXPECT_EQ(rd_max_percent(true, 1 * MiB), 20u);
-  EXPECT_EQ(rd_max_percent(true, 64 * MiB), 20u);
+  EXPECT_EQ(rd_max_percent(true, 2 * MiB), 20u);
+  EXPECT_EQ(rd_max_percent(true, 3 * MiB), 18u);
+  EXPECT_EQ(rd_max_percent(true, 4 * MiB), 15u);
+  EXPECT_EQ(rd_max_percent(true, 8 * MiB), 10u);
+  EXPECT_EQ(rd_max_percent(true, 64 * MiB), 10u);
   // Over a wire: 80% up to 256 KiB, 12 points less per doubling, linear in between, at least 45.
   EXPECT_EQ(rd_max_percent(false, 0), 80u);
   EXPECT_EQ(rd_max_percent(false, 4 * KiB), 80u);
@@ -126,11 +130,13 @@ TEST(HybridPlan, BlockRecursiveDoublingsShareOfTheRingShrinksWithTheTensorOverAW
   EXPECT_EQ(rd_max_percent(false, 4 * MiB), 45u);
   EXPECT_EQ(rd_max_percent(false, std::uint64_t{1} << 62), 45u);
   // Never larger for a larger tensor.
-  std::uint32_t last = 100;
-  for (std::uint64_t bytes = 1; bytes < 64 * MiB; bytes = bytes * 17 / 16 + 1) {
-    const std::uint32_t p = rd_max_percent(false, bytes);
-    EXPECT_LE(p, last) << bytes;
-    last = p;
+  for (const bool shm : {false, true}) {
+    std::uint32_t last = 100;
+    for (std::uint64_t bytes = 1; bytes < 64 * MiB; bytes = bytes * 17 / 16 + 1) {
+      const std::uint32_t p = rd_max_percent(shm, bytes);
+      EXPECT_LE(p, last) << bytes;
+      last = p;
+    }
   }
 }
 
