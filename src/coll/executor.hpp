@@ -103,7 +103,7 @@ class Executor final : public runtime::Handler {
   Task exchange_stripe_counts(CollOp& op);
   void remember_result(const CollOp& op, bool exchanged);
   Task hybrid_whole_tensor(CollOp& op, bool block_rd);
-  Task hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept_dense);
+  Task hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept_dense, const std::uint32_t* counts);
   std::shared_ptr<detail::RequestState> hand_over_sparse_stripes(CollOp& op);
   Task run_dense_stripes(const CollOp& op);
   Task wait_for_sparse_stripes(detail::RequestState& sparse_done, Status status);

@@ -80,34 +80,32 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
       status = co_await hybrid_whole_tensor(op, block_rd);
     } else {
       // The stripes planned from the masks' estimated counts (the counts' own exchange samples
-      // the same blocks).
+      // the same blocks); the masks stay what the shape keeps (remember_result).
       mask_counts_.resize(stripe_table_.size());
       for (std::size_t i = 0; i < stripe_table_.size(); ++i) {
-        const std::uint64_t first = std::uint64_t{static_cast<std::uint32_t>(i % stripes)} * op.hybrid.stripe_blocks;
-        mask_counts_[i] = algo::mask_blocks(stripe_table_[i], std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first));
+        const std::uint64_t first = std::uint64_t{i % stripes} * op.hybrid.stripe_blocks;
+        mask_counts_[i] =
+            algo::mask_blocks(stripe_table_[i], std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first));
       }
-      stripe_table_.swap(mask_counts_);
-      status = co_await hybrid_striped(op, nullptr);
-      stripe_table_.swap(mask_counts_);  // the masks are what the shape keeps (remember_result)
+      status = co_await hybrid_striped(op, nullptr, mask_counts_.data());
     }
   } else {
-    status = co_await hybrid_striped(op, kept.dense);
+    status = co_await hybrid_striped(op, kept.dense, stripe_table_.data());
   }
   if (status.ok()) remember_result(op, exchanged);
   co_return status;  // a failure makes every shape exchange again (run_one)
 }
 
-// Steps 2-4: the plan from stripe_table_'s counts, or the one kept; the sparse stripes to the
-// engine, the dense ones on this thread meanwhile, then the sparse half's end.
-Task Executor::hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept_dense) {
+// Steps 2-4: the plan from every rank's counts (`counts`, ranks x stripes), or the one kept; the
+// sparse stripes to the engine, the dense ones on this thread meanwhile, then the sparse half's end.
+Task Executor::hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept_dense, const std::uint32_t* counts) {
   block_sparse::OpState& part = *op.hybrid.sparse_part;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
   if (kept_dense != nullptr)
     dense_plan_ = *kept_dense;
   else
-    algo::plan_dense_stripes(stripe_table_.data(), peers_.size(), stripes, part.geometry.nblocks(),
-                             op.hybrid.stripe_blocks, static_cast<std::uint32_t>(options_.hybrid_dense_percent),
-                             &dense_plan_);
+    algo::plan_dense_stripes(counts, peers_.size(), stripes, part.geometry.nblocks(), op.hybrid.stripe_blocks,
+                             static_cast<std::uint32_t>(options_.hybrid_dense_percent), &dense_plan_);
   // The engine reads the op slot's copy; this thread keeps its own, since the slot may be
   // reused once the engine is done with it, while this thread still runs dense stripes.
   part.dense_stripes = dense_plan_;
