@@ -16,8 +16,8 @@ std::size_t small_tensor_limit(std::uint32_t ranks, bool over_shm, std::uint32_t
 Algorithm auto_algorithm(std::uint32_t ranks, bool over_shm, std::size_t bytes, std::uint32_t small_tensor_bytes) {
   if (ranks <= 1) return Algorithm::block_sparse;
   if (bytes > small_tensor_bytes) return Algorithm::hybrid;
-  return bytes <= small_tensor_limit(ranks, over_shm, small_tensor_bytes) ? Algorithm::block_recursive_doubling
-                                                                          : dense_algorithm_below_stripes(ranks);
+  if (bytes <= small_tensor_limit(ranks, over_shm, small_tensor_bytes)) return Algorithm::block_recursive_doubling;
+  return over_shm ? dense_algorithm_below_stripes(ranks) : Algorithm::hybrid;
 }
 
 }  // namespace sparcoll::algo

@@ -15,9 +15,14 @@ namespace sparcoll::algo {
 // - a small tensor: block_recursive_doubling (log2(p) exchanges of the non-zero blocks seen so
 //   far: latency outweighs bytes, and lanes, windows and a density decision cost more than they
 //   save), up to small_tensor_bytes halved per doubling of the ranks above 2, once more over
-//   shm, and at least once (small_tensor_limit); above that limit, the rest of the small range,
-//   the dense algorithm below stripes (dense_algorithm_below_stripes: the butterfly at 4 and 8
-//   ranks, else the ring);
+//   shm, and at least once (small_tensor_limit); above that limit, the rest of the small range:
+//   over shm the dense algorithm below stripes (dense_algorithm_below_stripes: the butterfly at 4
+//   and 8 ranks, else the ring); over a wire the hybrid, which sends such a tensor whole by block
+//   recursive doubling or by that dense algorithm, from the ranks' sample masks (at 64 KiB over
+//   tcp, in one program: 9-10 us against the ring's 15 at 2 ranks and 44-65 against the
+//   butterfly's 71-122 at 4, at 0-50% density; 1.03-1.06x theirs on dense data. Over shm its
+//   plan cost 1.2-1.9x the dense algorithm's few microseconds; docs/perf.md, "The rest of the
+//   small range over a wire");
 // - anything larger: hybrid, which decides from the ranks' densities.
 Algorithm auto_algorithm(std::uint32_t ranks, bool over_shm, std::size_t bytes, std::uint32_t small_tensor_bytes);
 

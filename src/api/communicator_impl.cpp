@@ -447,8 +447,8 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
     return size() > 1 && count * 8 <= options_.small_tensor_bytes ? Algorithm::recursive_doubling : Algorithm::ring;
   // auto decides from what every rank already has (algo/auto_choice.hpp): the count, dtype and
   // SPARCOLL_SMALL_TENSOR_BYTES, the same on every rank, and the transport every process joined
-  // with. A small tensor goes by block recursive doubling or the dense algorithm below stripes;
-  // anything larger by the hybrid, which decides from every rank's densities (below
+  // with. A small tensor goes by block recursive doubling, or above its limit by the dense
+  // algorithm below stripes over shm and by the hybrid over a wire; anything larger by the hybrid, which decides from every rank's densities (below
   // SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block recursive doubling or that dense
   // algorithm, from there per stripe, block-sparse or the ring; docs/algorithms.md, "auto").
   // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or

@@ -25,15 +25,20 @@ TEST(AutoChoice, BlockRecursiveDoublingsLimitHalvesPerDoublingAboveTwoRanksOnceM
   EXPECT_EQ(small_tensor_limit(2, false, 0), 0u);
 }
 
-TEST(AutoChoice, SmallTensorsByBlockRecursiveDoublingThenTheDenseAlgorithmThenTheHybrid) {
+TEST(AutoChoice, SmallTensorsByBlockRecursiveDoublingThenTheDenseAlgorithmOrTheHybridThenTheHybrid) {
   EXPECT_EQ(auto_algorithm(2, false, 0, kSmall), Algorithm::block_recursive_doubling);
   EXPECT_EQ(auto_algorithm(2, false, 32 * 1024, kSmall), Algorithm::block_recursive_doubling);
-  EXPECT_EQ(auto_algorithm(2, false, 32 * 1024 + 4, kSmall), Algorithm::ring);
-  EXPECT_EQ(auto_algorithm(2, false, 64 * 1024, kSmall), Algorithm::ring);
+  // The rest of the small range: over a wire the hybrid, over shm the dense algorithm.
+  EXPECT_EQ(auto_algorithm(2, false, 32 * 1024 + 4, kSmall), Algorithm::hybrid);
+  EXPECT_EQ(auto_algorithm(2, false, 64 * 1024, kSmall), Algorithm::hybrid);
+  EXPECT_EQ(auto_algorithm(2, true, 32 * 1024 + 4, kSmall), Algorithm::ring);
+  EXPECT_EQ(auto_algorithm(2, true, 16 * 1024, kSmall), Algorithm::block_recursive_doubling);
   EXPECT_EQ(auto_algorithm(2, false, 64 * 1024 + 4, kSmall), Algorithm::hybrid);
   EXPECT_EQ(auto_algorithm(4, true, 16 * 1024, kSmall), Algorithm::block_recursive_doubling);
   EXPECT_EQ(auto_algorithm(4, true, 32 * 1024, kSmall), Algorithm::butterfly);  // a power of two above 2
-  EXPECT_EQ(auto_algorithm(3, false, 48 * 1024, kSmall), Algorithm::ring);
+  EXPECT_EQ(auto_algorithm(4, false, 48 * 1024, kSmall), Algorithm::hybrid);
+  EXPECT_EQ(auto_algorithm(3, true, 48 * 1024, kSmall), Algorithm::ring);
+  EXPECT_EQ(auto_algorithm(3, false, 48 * 1024, kSmall), Algorithm::hybrid);
   EXPECT_EQ(auto_algorithm(8, false, 1 << 20, kSmall), Algorithm::hybrid);
   EXPECT_EQ(auto_algorithm(2, true, 1, 0), Algorithm::hybrid);  // 0: no small range
   EXPECT_EQ(auto_algorithm(2, true, 0, 0), Algorithm::block_recursive_doubling);

@@ -152,6 +152,18 @@ TEST(HybridAllreduce, SmallTensorsGoWholeByBlockRecursiveDoublingOrTheRing) {
                                "--patterns", "random,one_dense", "--inflight", "3", "--negative-zeros"}));
 }
 
+// `auto` over a wire sends the top of the small range (above block recursive doubling's limit:
+// 32 KiB at 2 and 4 ranks, 16 KiB at 8) by the hybrid, which picks block recursive doubling or
+// the dense algorithm from the masks: 48 and 64 KiB of f32 and i32 (bf16 halves them, below the
+// limit), every op, sparse to dense, -0 in odd ranks.
+TEST(HybridAllreduce, AutoSendsTheTopOfTheSmallRangeOverAWireByTheHybrid) {
+  for (const int ranks : {2, 3, 4})
+    expect_passed(run_check(ranks, "tcp", 0,
+                            {"--sizes", "12000,16384", "--dtypes", "f32,bf16,i32", "--ops", "sum,min,max",
+                             "--densities", "0,0.1,0.5,1", "--patterns", "random,one_dense", "--inflight", "3",
+                             "--negative-zeros"}));
+}
+
 // From SPARCOLL_HYBRID_MIN_BYTES to 4 times that the hybrid plans the tensor as one sent whole and
 // sends it whole by block recursive doubling when that is picked, else in stripes. With the
 // limit at 256 KiB, 200003 f32 (two stripes) and 100003 are in that range: the sparse ones go
