@@ -22,6 +22,14 @@ std::uint32_t mask_blocks(std::uint32_t mask, std::uint64_t blocks) {
   return static_cast<std::uint32_t>((std::uint64_t(std::popcount(mask)) * blocks + samples / 2) / samples);
 }
 
+void mask_counts(const std::uint32_t* masks, std::size_t entries, std::uint32_t stripes, std::uint64_t nblocks,
+                 std::uint32_t stripe_blocks, std::uint32_t* counts) {
+  for (std::size_t i = 0; i < entries; ++i) {
+    const std::uint64_t first = std::uint64_t{i % stripes} * stripe_blocks;
+    counts[i] = mask_blocks(masks[i], std::min<std::uint64_t>(stripe_blocks, nblocks - first));
+  }
+}
+
 std::uint32_t sample_stripe_mask(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                                  std::uint64_t first, std::uint64_t blocks, std::uint64_t phase) {
   const std::size_t esize = dtype_size(dtype);

@@ -41,6 +41,11 @@ void sample_stripe_masks(const void* data, std::size_t count, DataType dtype, st
                          std::uint32_t stripe_blocks, std::uint32_t* masks);
 // The estimated non-zero blocks of a stripe of `blocks` blocks whose samples' mask is `mask`.
 std::uint32_t mask_blocks(std::uint32_t mask, std::uint64_t blocks);
+// A table of masks (entries of `stripes` stripes each, ranks x stripes) as the estimated counts
+// the stripes' plan takes (plan_dense_stripes): counts[i] = mask_blocks(masks[i], the length of
+// stripe i % stripes).
+void mask_counts(const std::uint32_t* masks, std::size_t entries, std::uint32_t stripes, std::uint64_t nblocks,
+                 std::uint32_t stripe_blocks, std::uint32_t* counts);
 
 // counts[r * stripes + s]: rank r's non-zero blocks in stripe s (stripe_blocks blocks, the last
 // one shorter when nblocks is not a multiple). A stripe goes dense when its union block density,

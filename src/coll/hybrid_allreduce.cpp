@@ -82,11 +82,8 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
       // The stripes planned from the masks' estimated counts (the counts' own exchange samples
       // the same blocks); the masks stay what the shape keeps (remember_result).
       mask_counts_.resize(stripe_table_.size());
-      for (std::size_t i = 0; i < stripe_table_.size(); ++i) {
-        const std::uint64_t first = std::uint64_t{i % stripes} * op.hybrid.stripe_blocks;
-        mask_counts_[i] =
-            algo::mask_blocks(stripe_table_[i], std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first));
-      }
+      algo::mask_counts(stripe_table_.data(), stripe_table_.size(), stripes, nblocks, op.hybrid.stripe_blocks,
+                        mask_counts_.data());
       status = co_await hybrid_striped(op, nullptr, mask_counts_.data());
     }
   } else {

@@ -156,6 +156,17 @@ TEST(HybridPlan, AStripesSampleMaskNamesItsNonZeroSamplesAndScalesToItsCount) {
   EXPECT_EQ(masks[1], 0u);
 }
 
+TEST(HybridPlan, ATableOfMasksBecomesEachStripesEstimatedCount) {
+  // 2 ranks x 2 stripes of 64 blocks, 100 blocks in all: the second stripe has 36.
+  const std::uint32_t masks[] = {first_samples(32), first_samples(16), 0u, first_samples(32)};
+  std::uint32_t counts[4] = {};
+  mask_counts(masks, 4, 2, 100, 64, counts);
+  EXPECT_EQ(counts[0], 64u);
+  EXPECT_EQ(counts[1], mask_blocks(first_samples(16), 36));
+  EXPECT_EQ(counts[2], 0u);
+  EXPECT_EQ(counts[3], 36u);
+}
+
 // Over shm auto's threshold is the union of ranks 12% dense each: 1 - 0.88^2 = 22.6%, 1 - 0.88^4
 // = 40.0%, 1 - 0.88^8 = 64.0%, rounded; it only grows with the ranks and stays below 100.
 TEST(HybridPlan, TheShmThresholdIsTheUnionOfRanksTwelvePercentDense) {
