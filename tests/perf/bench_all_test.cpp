@@ -155,6 +155,10 @@ TEST(BenchAll, QuickRunCoversEverySystem) {
   for (const std::string& line : lines_of(out + "/summary.txt"))
     algorithms = algorithms || line.rfind("# algorithms: auto's pick within 10% of the best at ", 0) == 0;
   EXPECT_TRUE(algorithms) << "summary.txt has no count of auto's picks";
+  bool decision = false;
+  for (const std::string& line : lines_of(out + "/summary.txt"))
+    decision = decision || line.rfind("# algorithms: what auto's decision costs: ", 0) == 0;
+  EXPECT_TRUE(decision) << "summary.txt does not say what auto's decision costs";
   // Every program's rows follow the core-to-core round trip measured just before it.
   int core_latency = 0;
   for (const std::string& line : lines_of(out + "/results.jsonl"))
