@@ -448,9 +448,10 @@ Algorithm CommunicatorImpl::resolve(Algorithm algo, const void* send, std::size_
   // auto decides from what every rank already has (algo/auto_choice.hpp): the count, dtype and
   // SPARCOLL_SMALL_TENSOR_BYTES, the same on every rank, and the transport every process joined
   // with. A small tensor goes by block recursive doubling, or above its limit by the dense
-  // algorithm below stripes over shm and by the hybrid over a wire; anything larger by the hybrid, which decides from every rank's densities (below
-  // SPARCOLL_HYBRID_MIN_BYTES the whole tensor by block recursive doubling or that dense
-  // algorithm, from there per stripe, block-sparse or the ring; docs/algorithms.md, "auto").
+  // algorithm below stripes over shm and by the hybrid over a wire; anything larger by the
+  // hybrid, which decides from every rank's densities (below SPARCOLL_HYBRID_MIN_BYTES the whole
+  // tensor by block recursive doubling or that dense algorithm, from there per stripe,
+  // block-sparse or the ring; docs/algorithms.md, "auto").
   // Both run on the collective thread, whatever this rank's arguments: a rank whose buffer or
   // count is bad still takes its turn there and fails the collective on every rank, and ranks
   // whose counts or dtypes differ (so that they choose differently) meet in the same collective

@@ -32,16 +32,15 @@ constexpr long kReplyNapNs = 20'000;
 // idle rank ~10% of a core.
 constexpr long kNapNs = 50'000;
 constexpr long kLongNapNs = 500'000;
-// The calling thread drives the channel: nothing to poll here until a submission.
-// Nothing to poll until a submission either (Waiting::submission): the short naps above cost
-// 8 ranks on 2 cores half a core for a second after every block-sparse operation, and the dense
-// allreduce that followed one took 28 ms instead of 22 (16 MiB, docs/perf.md, "Idle CPU").
-// A submission wakes both, and nothing is in flight meanwhile, so the bound is only a backstop
-// (every sleep here has one). At 1 ms, both threads of every rank woke 1000 times a second each
-// while the model computed: an idle rank took 2.1-3.0% of a core, 0.3-0.4% bounded at 20 ms
-// (docs/perf.md, "Idle threads: 20 ms between looks").
-constexpr long kCallerDrivesNapNs = 20'000'000;
-constexpr long kSubmissionNapNs = 20'000'000;
+// Nothing to poll until a submission: while the calling thread drives the channel
+// (Waiting::caller_drives), and where no peer needs this thread first (Waiting::submission; the
+// short naps above cost 8 ranks on 2 cores half a core for a second after every block-sparse
+// operation, and the dense allreduce that followed one took 28 ms instead of 22: 16 MiB,
+// docs/perf.md, "Idle CPU"). A submission wakes the thread, and nothing is in flight meanwhile,
+// so the bound is only a backstop (every sleep here has one). At 1 ms, both threads of every rank
+// woke 1000 times a second each while the model computed: an idle rank took 2.1-3.0% of a core,
+// 0.3-0.4% bounded at 20 ms (docs/perf.md, "Idle threads: 20 ms between looks").
+constexpr long kUntilSubmissionSleepNs = 20'000'000;
 // Another thread finishes the operation and wakes the flag's futex: naps between polls of a
 // channel that must be served meanwhile, else one sleep until the wake-up (bounded, as every
 // sleep here). The short naps cost: at 4 ranks on 2 cores, 50000 wake-ups a second per waiting
@@ -67,9 +66,9 @@ void IdlePolicy::wait(const Idle& idle, std::atomic<std::uint32_t>* wake, std::u
       wait_idle(spin_ > kReplySpin ? spin_ : Clock::duration(kReplySpin), kReplyNapNs, kReplyNapNs, wake, seen);
       return;
     case Waiting::nothing: wait_idle(spin_, kNapNs, kLongNapNs, wake, seen); return;
-    case Waiting::submission: wait_idle(spin_, kSubmissionNapNs, kSubmissionNapNs, wake, seen); return;
+    case Waiting::submission: wait_idle(spin_, kUntilSubmissionSleepNs, kUntilSubmissionSleepNs, wake, seen); return;
     case Waiting::caller_drives:
-      if (wake != nullptr) futex_wait_for(wake, seen, kCallerDrivesNapNs);
+      if (wake != nullptr) futex_wait_for(wake, seen, kUntilSubmissionSleepNs);
       return;
   }
 }
