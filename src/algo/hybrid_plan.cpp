@@ -107,7 +107,8 @@ std::uint32_t rd_percent_of_ring(double densest, std::uint32_t ranks) {
 }  // namespace
 
 bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
-                                     std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent) {
+                                     std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent,
+                                     std::uint32_t min_percent) {
   if (ranks < 2 || nblocks == 0) return true;
   // The estimated blocks of the union of ranks [first, first + group): per stripe, the sampled
   // blocks non-zero on any of them, scaled to the stripe's length. Integers only: the same
@@ -140,8 +141,9 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
       largest = std::max(largest, union_blocks(real(v), real(v + group) - real(v)));
     rd += largest;
   }
-  // rd <= max_percent% of the ring's 2(p-1)/p of the tensor.
-  return rd * 100 * ranks <= std::uint64_t{max_percent} * 2 * (ranks - 1) * nblocks;
+  // min_percent% <= rd <= max_percent% of the ring's 2(p-1)/p of the tensor.
+  const std::uint64_t ring = std::uint64_t{2} * (ranks - 1) * nblocks;
+  return rd * 100 * ranks <= std::uint64_t{max_percent} * ring && rd * 100 * ranks >= std::uint64_t{min_percent} * ring;
 }
 
 namespace {
@@ -165,15 +167,34 @@ std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes) {
   return over_shm ? shrinking_percent(bytes, 2048 * KiB, 20, 5, 10) : shrinking_percent(bytes, 256 * KiB, 80, 12, 45);
 }
 
+std::uint32_t rd_min_percent(bool over_shm, std::uint64_t bytes) {
+  constexpr std::uint64_t MiB = 1024 * 1024;
+  return !over_shm && bytes > 8 * MiB ? 3 : 0;
+}
+
+namespace {
+
+// The union density of `ranks` ranks each `d` percent dense with independent supports, in whole
+// percent (rounded down): (1 - d)^ranks by multiplication, the same bits everywhere.
+std::uint32_t union_percent(std::uint32_t d, std::uint32_t ranks) {
+  double all_zero = 1.0;
+  for (std::uint32_t r = 0; r < ranks; ++r) all_zero *= 1.0 - d / 100.0;
+  return static_cast<std::uint32_t>((1.0 - all_zero) * 100.0);
+}
+
+}  // namespace
+
 std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent) {
   if (ranks < 2) return 101;
-  for (std::uint32_t d = 0; d <= 100; ++d) {
-    const double density = d / 100.0;
-    if (rd_percent_of_ring(density, ranks) <= max_percent) continue;
-    double all_zero = 1.0;  // (1 - d)^ranks by multiplication: the same bits everywhere
-    for (std::uint32_t r = 0; r < ranks; ++r) all_zero *= 1.0 - density;
-    return static_cast<std::uint32_t>((1.0 - all_zero) * 100.0);
-  }
+  for (std::uint32_t d = 0; d <= 100; ++d)
+    if (rd_percent_of_ring(d / 100.0, ranks) > max_percent) return union_percent(d, ranks);
+  return 101;
+}
+
+std::uint32_t whole_tensor_sparse_union_percent(std::uint32_t ranks, std::uint32_t min_percent) {
+  if (ranks < 2 || min_percent == 0) return 0;
+  for (std::uint32_t d = 0; d <= 100; ++d)
+    if (rd_percent_of_ring(d / 100.0, ranks) >= min_percent) return union_percent(d, ranks);
   return 101;
 }
 
@@ -184,14 +205,15 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks) {
   return static_cast<std::uint32_t>((kOne - all_zero + kOne / 200) / (kOne / 100));
 }
 
-bool result_calls_for_dense(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
-                            std::uint32_t threshold_percent) {
-  if (nblocks == 0) return false;
+RdBand result_rd_band(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
+                      std::uint32_t low_percent, std::uint32_t high_percent) {
+  if (nblocks == 0) return RdBand::inside;
   std::uint64_t nonzero = 0;
   for (std::uint32_t s = 0; s < stripes; ++s) nonzero += counts[s];
-  return std::min<std::uint64_t>(nonzero, nblocks) * 100 / nblocks >= threshold_percent;
+  const std::uint64_t percent = std::min<std::uint64_t>(nonzero, nblocks) * 100 / nblocks;
+  if (percent >= high_percent) return RdBand::above;
+  return percent < low_percent ? RdBand::below : RdBand::inside;
 }
-
 void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>& plan, std::uint32_t stripes,
                    std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t dense_percent,
                    std::vector<std::uint64_t>* next) {

@@ -69,20 +69,28 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
 // sample mask of stripe s (sample_stripe_masks). True when the bytes it is estimated to send, in
 // blocks, are at most max_percent of the ring's 2(p-1)/p of the tensor: over its log2(p) steps,
 // the union of the largest group of 2^k ranks (the OR of their masks), plus one rank's blocks
-// for the fold when p is not a power of two. Integers only: the same table gives the same answer
-// on every rank.
+// for the fold when p is not a power of two. And at least min_percent of them (rd_min_percent):
+// a tensor in stripes sends the fewest bytes through the block-sparse engine, which then costs
+// less than block recursive doubling's passes over the tensor. Integers only: the same table
+// gives the same answer on every rank.
 bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
-                                     std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent);
+                                     std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent,
+                                     std::uint32_t min_percent = 0);
 
-// Tensors from SPARCOLL_HYBRID_MIN_BYTES up to this many times it are planned as a tensor sent
-// whole (one exchange of sample masks, kept per shape), and go whole when block recursive
-// doubling is picked, else in stripes. Block recursive doubling beat the stripes' block-sparse
-// engine by 1.2-2.4x at 2 and 4 MiB and 0.1-10% density (2 and 4 ranks over tcp, 2 and 4 over
-// shm, 8 over both at 2 MiB; the same program, docs/perf.md, "Whole tensors up to 8 MiB when
-// block recursive doubling is picked"); at 8 MiB the two were even. Where it is not picked the
-// tensor keeps its stripes: at 2-4 MiB dense, the stripes (the ring over every run of dense
-// stripes) were as fast or faster than the whole tensor's dense algorithm.
-constexpr std::uint64_t kWholeIfSparseFactor = 4;
+// Tensors from SPARCOLL_HYBRID_MIN_BYTES up to below this many times it are planned as a tensor
+// sent whole (one exchange of sample masks, kept per shape), and go whole when block recursive
+// doubling is picked, else in stripes. Where it is not picked the tensor keeps its stripes: at
+// 2-4 MiB dense, the stripes (the ring over every run of dense stripes) were as fast or faster
+// than the whole tensor's dense algorithm.
+// - Over shm 4 (below 8 MiB): block recursive doubling beat the stripes' block-sparse engine by
+//   1.2-2.4x at 2 and 4 MiB and 0.1-10% density, and the two were even at 8 MiB (docs/perf.md,
+//   "Whole tensors up to 8 MiB when block recursive doubling is picked").
+// - Over a wire 9 (below 18 MiB): at 2, 4 and 8 ranks over tcp, both in one program, wherever it
+//   is picked, block recursive doubling took 0.60-1.05x the stripes' time at 12 and 16 MiB
+//   (median over 4 programs; the lower the more the density, from 3%), but 1.15-1.61x at 24 MiB
+//   and at most 5% density at 2 ranks, and 1.2-1.35x at 32 MiB and 1% (docs/perf.md, "Whole
+//   tensors up to 16 MiB over a wire").
+constexpr std::uint64_t whole_if_sparse_factor(bool over_shm) { return over_shm ? 4 : 9; }
 
 // prefer_block_recursive_doubling's max_percent for a tensor of `bytes`. Measured against the
 // ring (2 ranks) and the butterfly (4 and 8) on random blocks from 256 KiB to 1.9 MiB, and
@@ -96,10 +104,21 @@ constexpr std::uint64_t kWholeIfSparseFactor = 4;
 // doubling, at least 10. Integers only: the same on every rank.
 std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes);
 
+// prefer_block_recursive_doubling's min_percent for a tensor of `bytes` that would otherwise go
+// in stripes. 3 over a wire above 8 MiB, else 0. At 16 MiB over tcp, both in one program, block
+// recursive doubling took 0.82-0.87x the stripes' time where it sent 2-3% of the ring's bytes at
+// 2 ranks (2-3% density), but 1.05 at 1% and 1.0-1.4 at 0.3%: there the block-sparse engine,
+// which reads the tensor once as it streams, sends about as few bytes (docs/perf.md, "Whole
+// tensors up to 16 MiB over a wire"). At 8 MiB it was faster at every density.
+std::uint32_t rd_min_percent(bool over_shm, std::uint64_t bytes);
+
 // The union density (whole percent of the blocks non-zero on some rank) from which
 // prefer_block_recursive_doubling picks the dense algorithm, for `ranks` ranks as dense as each
 // other with independent supports; 101: never. Only multiplications: the same on every rank.
 std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent);
+// The union density (whole percent) below which prefer_block_recursive_doubling finds too few
+// bytes (min_percent) and the tensor goes in stripes, for ranks as above; 0: never.
+std::uint32_t whole_tensor_sparse_union_percent(std::uint32_t ranks, std::uint32_t min_percent);
 
 // The plan the result of a call planned as `plan` calls for, for the next call of its shape: the
 // result's non-zero blocks per stripe (`counts`, the union of every rank's blocks, the same on
@@ -116,13 +135,15 @@ void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>
                    std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t dense_percent,
                    std::vector<std::uint64_t>* next);
 
-// For a tensor sent whole: whether its result calls for the dense algorithm, from its sampled
-// counts of non-zero blocks per stripe (sample_stripe_counts of the result: the union of every
-// rank's blocks, the same bits on every rank): the whole tensor at least threshold_percent
-// (whole_tensor_dense_union_percent) dense, compared in integers. PlanReuse keeps a shape's
-// table while this stays the same from one result to the next.
-bool result_calls_for_dense(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
-                            std::uint32_t threshold_percent);
+// For a tensor sent whole: what its result calls for, from its sampled counts of non-zero blocks
+// per stripe (sample_stripe_counts of the result: the union of every rank's blocks, the same bits
+// on every rank): block recursive doubling while the whole tensor's union density is at least
+// low_percent (whole_tensor_sparse_union_percent) and below high_percent
+// (whole_tensor_dense_union_percent), compared in integers. PlanReuse keeps a shape's table while
+// this stays the same from one result to the next.
+enum class RdBand : std::uint8_t { below, inside, above };
+RdBand result_rd_band(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
+                      std::uint32_t low_percent, std::uint32_t high_percent);
 
 // The dense algorithm for a tensor below SPARCOLL_HYBRID_MIN_BYTES: the butterfly (recursive
 // halving, then doubling: 2 log2(p) steps) when the ranks are a power of two above 2, else the

@@ -23,7 +23,7 @@ PlanReuse::Entry& PlanReuse::add(const PlanKey& key) {
   e->last_use = calls_;
   e->reuses = 0;
   e->table.clear();
-  e->last_called_dense = false;
+  e->last_band = RdBand::inside;
   e->next.clear();
   e->last_union_percent = 0;
   return *e;
@@ -41,14 +41,14 @@ KeptPlan PlanReuse::reusable(const PlanKey& key, std::size_t table_size, bool wh
 }
 
 void PlanReuse::record_whole(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
-                             bool dense) {
+                             RdBand band) {
   if (max_reuses_ == 0) return;
   Entry* e = find(key);
   if (e == nullptr) {
     if (!exchanged) return;  // never: a reused table has an entry
     e = &add(key);
   } else {
-    e->trusted = e->last_called_dense == dense;
+    e->trusted = e->last_band == band;
   }
   if (exchanged) {
     e->table.assign(table, table + table_size);
@@ -56,7 +56,7 @@ void PlanReuse::record_whole(const PlanKey& key, bool exchanged, const std::uint
   } else {
     ++e->reuses;
   }
-  e->last_called_dense = dense;
+  e->last_band = band;
 }
 
 void PlanReuse::record_stripes(const PlanKey& key, const std::vector<std::uint64_t>& next, std::uint64_t union_blocks,

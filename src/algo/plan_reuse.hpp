@@ -20,8 +20,8 @@
 //     every call; two alike share one plan, which suits both.
 //   - A tensor sent whole (below SPARCOLL_HYBRID_MIN_BYTES) keeps the sample masks of its last
 //     exchange (block recursive doubling's cost is the unions of groups of ranks, which only the
-//     ranks' own masks tell), while its last two results called for the same algorithm
-//     (result_calls_for_dense in hybrid_plan.hpp), for at most max_reuses calls after the exchange.
+//     ranks' own masks tell), while its last two results called for the same way
+//     (result_rd_band in hybrid_plan.hpp), for at most max_reuses calls after the exchange.
 // The first result of a shape says nothing about the next: its second call exchanges too. A
 // change of the data is seen in the first result after it: at most one call runs on a stale
 // plan, which costs speed, never correctness (any plan reduces every element exactly once).
@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "algo/hybrid_plan.hpp"
 #include "sparcoll/types.hpp"
 
 namespace sparcoll::algo {
@@ -68,10 +69,9 @@ class PlanReuse {
   std::uint64_t calls() const noexcept { return calls_; }
 
   // After a whole tensor's call that succeeded. `exchanged`: its table came from an exchange
-  // (then `table` is that table). `dense`: its result calls for the dense algorithm
-  // (result_calls_for_dense).
+  // (then `table` is that table). `band`: what its result calls for (result_rd_band).
   void record_whole(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
-                    bool dense);
+                    RdBand band);
   // After a striped call that succeeded: `next` is the plan its result calls for
   // (follow_result), union_blocks the result's non-zero blocks of its nblocks.
   void record_stripes(const PlanKey& key, const std::vector<std::uint64_t>& next, std::uint64_t union_blocks,
@@ -91,7 +91,7 @@ class PlanReuse {
     // A whole tensor's table and what its last result called for.
     std::uint32_t reuses = 0;  // calls planned from `table` since its exchange
     std::vector<std::uint32_t> table;
-    bool last_called_dense = false;
+    RdBand last_band = RdBand::inside;
     // A striped shape's plan for its next call, and its last result's union density (percent).
     std::vector<std::uint64_t> next;
     std::uint32_t last_union_percent = 0;

@@ -141,8 +141,9 @@ class Executor final : public runtime::Handler {
   std::vector<std::uint32_t> result_counts_;  // hybrid: the result's non-zero blocks per stripe
   bool engine_counted_ = false;               // the engine fills result_counts_ of the block-sparse stripes
   std::vector<std::uint64_t> next_plan_;      // hybrid: the plan its result calls for (follow_result)
-  std::uint32_t whole_threshold_ = 0;             // whole_tensor_dense_union_percent for...
-  std::uint32_t whole_threshold_for_ = ~0u;       // ...this rd_max_percent (none yet)
+  // hybrid: whole_tensor_sparse_union_percent and whole_tensor_dense_union_percent for...
+  std::uint32_t whole_low_ = 0, whole_high_ = 0;
+  std::uint32_t whole_low_for_ = ~0u, whole_high_for_ = ~0u;  // ...this rd_min_percent and rd_max_percent (none yet)
   std::vector<std::uint64_t> signed_zero_;   // hybrid: scratch of its in-place scans
   OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic
   algo::CompressScratch compress_scratch_;

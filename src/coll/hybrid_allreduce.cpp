@@ -12,8 +12,9 @@
 //   4. the op completes once the block-sparse half has.
 // A tensor below SPARCOLL_HYBRID_MIN_BYTES is not split: after step 1 it goes whole by block
 // recursive doubling or the dense algorithm below stripes, whichever the table favours. Up to
-// algo::kWholeIfSparseFactor times that size it is planned the same way, from the same masks,
-// but where block recursive doubling is not picked it goes in stripes (steps 2-4).
+// algo::whole_if_sparse_factor times that size (4 over shm, 9 over a wire) it is planned the
+// same way, from the same masks, but where block recursive doubling is not picked it goes in
+// stripes (steps 2-4).
 // Each element is reduced by exactly one of the two paths, each bitwise identical on every rank,
 // so the result is too. docs/architecture.md, "Hybrid allreduce".
 #include <bit>
@@ -74,8 +75,9 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
   if (op.hybrid.whole_tensor) {
     const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
     const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();
-    const bool block_rd = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
-                                                                op.hybrid.stripe_blocks, op.hybrid.rd_max_percent);
+    const bool block_rd =
+        algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
+                                              op.hybrid.stripe_blocks, op.hybrid.rd_max_percent, op.hybrid.rd_min_percent);
     if (block_rd || !op.hybrid.stripes_unless_rd) {
       status = co_await hybrid_whole_tensor(op, block_rd);
     } else {
@@ -150,14 +152,16 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
     plan_reuse_.record_stripes(key, next_plan_, union_blocks, nblocks);
     return;
   }
-  // The whole-tensor threshold depends only on the ranks and rd_max_percent (the transport's and
-  // the tensor's size): computed again only when that changes.
-  if (op.hybrid.rd_max_percent != whole_threshold_for_) {
-    whole_threshold_ = algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent);
-    whole_threshold_for_ = op.hybrid.rd_max_percent;
+  // The whole-tensor thresholds depend only on the ranks and rd_min_percent and rd_max_percent
+  // (the transport and the tensor's size): computed again only when those change.
+  if (op.hybrid.rd_min_percent != whole_low_for_ || op.hybrid.rd_max_percent != whole_high_for_) {
+    whole_low_ = algo::whole_tensor_sparse_union_percent(peers_.size(), op.hybrid.rd_min_percent);
+    whole_high_ = algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent);
+    whole_low_for_ = op.hybrid.rd_min_percent;
+    whole_high_for_ = op.hybrid.rd_max_percent;
   }
   plan_reuse_.record_whole(key, exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
-                           algo::result_calls_for_dense(result_counts_.data(), stripes, nblocks, whole_threshold_));
+                           algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_low_, whole_high_));
 }
 
 // This rank's sampled non-zero blocks per stripe, sent to every peer, and theirs received: the

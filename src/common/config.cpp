@@ -310,8 +310,8 @@ const std::vector<ConfigVariable>& config_variables() {
       {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
        "the smallest tensor the hybrid splits into stripes: below it the hybrid sends the whole tensor by block "
        "recursive doubling or by the ring, whichever the exchanged densities say moves fewer bytes; up to 4 times "
-       "it, by block recursive doubling when that is picked, else in stripes (docs/algorithms.md). Must be equal on "
-       "every process.",
+       "it over shm, 9 times over a wire (tcp, rdma, dpdk), by block recursive doubling when that is picked, else in "
+       "stripes (docs/algorithms.md). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_HYBRID_PLAN_REUSE", "hybrid_plan_reuse", "32",
        "hybrid allreduce: later calls of one shape (count, dtype, op) skip the exchange of sampled densities "

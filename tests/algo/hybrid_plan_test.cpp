@@ -104,6 +104,25 @@ TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRin
   const std::uint32_t striped[] = {first_samples(8), 0, /* rank 1 */ 0, 0};
   EXPECT_TRUE(prefer_block_recursive_doubling(striped, 2, 2, 544, 512, 24));
   EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 544, 512, 23));
+  // And at least min_percent: 10 of 32 blocks is 31.25%.
+  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 55, 31));
+  EXPECT_FALSE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 55, 32));
+  const std::uint32_t none[] = {0, 0};
+  EXPECT_TRUE(prefer_block_recursive_doubling(none, 2, 1, 32, 512, 55));
+  EXPECT_FALSE(prefer_block_recursive_doubling(none, 2, 1, 32, 512, 55, 1));
+}
+
+// A floor only over a wire above 8 MiB, where a tensor goes in stripes unless block recursive
+// doubling is picked.
+TEST(HybridPlan, BlockRecursiveDoublingNeedsAFewBytesOnlyOverAWireAbove8MiB) {
+  constexpr std::uint64_t MiB = 1024 * 1024;
+  EXPECT_EQ(rd_min_percent(false, 2 * MiB), 0u);
+  EXPECT_EQ(rd_min_percent(false, 8 * MiB), 0u);
+  EXPECT_EQ(rd_min_percent(false, 8 * MiB + 1), 3u);
+  EXPECT_EQ(rd_min_percent(false, 16 * MiB), 3u);
+  EXPECT_EQ(rd_min_percent(true, 16 * MiB), 0u);
+  EXPECT_EQ(whole_if_sparse_factor(true), 4u);   // below 8 MiB over shm
+  EXPECT_EQ(whole_if_sparse_factor(false), 9u);  // below 18 MiB over a wire
 }
 
 TEST(HybridPlan, BlockRecursiveDoublingsShareOfTheRingShrinksWithTheTensor) {
@@ -193,6 +212,13 @@ TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
   EXPECT_EQ(whole_tensor_dense_union_percent(4, 45), 70u);
   EXPECT_EQ(whole_tensor_dense_union_percent(2, 100), 101u);  // never dense
   EXPECT_EQ(whole_tensor_dense_union_percent(1, 45), 101u);
+  // And below which it goes in stripes: 2 ranks send d, at least 3% from d = 3%, a union of
+  // 1 - 0.97^2 = 5.9%; 4 ranks send d + (1 - (1-d)^2) = 3.97% of the ring's 1.5 at d = 2%, a
+  // union of 1 - 0.98^4 = 7.8%.
+  EXPECT_EQ(whole_tensor_sparse_union_percent(2, 3), 5u);
+  EXPECT_EQ(whole_tensor_sparse_union_percent(4, 3), 7u);
+  EXPECT_EQ(whole_tensor_sparse_union_percent(4, 0), 0u);  // never
+  EXPECT_EQ(whole_tensor_sparse_union_percent(1, 3), 0u);
   // The rule and the threshold agree for 2 ranks: 14 of 32 blocks (43.75%) block recursive
   // doubling, 15 (46.9%) not.
   const std::uint32_t two_at_44[] = {first_samples(14), 0}, two_at_47[] = {first_samples(15), 0};
@@ -200,13 +226,15 @@ TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
   EXPECT_FALSE(prefer_block_recursive_doubling(two_at_47, 2, 1, 32, 512, 45));
 }
 
-// What a whole tensor's result calls for: its union density against the threshold, over every
-// stripe (the last one shorter).
-TEST(HybridPlan, AWholeTensorsResultCallsForTheDenseAlgorithmAtItsThreshold) {
+// What a whole tensor's result calls for: its union density against the two thresholds, over
+// every stripe (the last one shorter).
+TEST(HybridPlan, AWholeTensorsResultCallsForBlockRecursiveDoublingBetweenItsThresholds) {
   const std::uint32_t counts[] = {512, 100, 205, 4};  // stripes of 512 blocks, the last one 10
-  EXPECT_TRUE(result_calls_for_dense(counts, 4, 3 * 512 + 10, 53));  // 821 of 1546 blocks: 53%
-  EXPECT_FALSE(result_calls_for_dense(counts, 4, 3 * 512 + 10, 54));
-  EXPECT_FALSE(result_calls_for_dense(counts, 0, 0, 0));
+  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 0, 53), RdBand::above);  // 821 of 1546 blocks: 53%
+  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 0, 54), RdBand::inside);
+  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 53, 54), RdBand::inside);
+  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 54, 60), RdBand::below);
+  EXPECT_EQ(result_rd_band(counts, 0, 0, 0, 0), RdBand::inside);
 }
 
 // The plan a result calls for: a block-sparse stripe's exact count against the threshold, a

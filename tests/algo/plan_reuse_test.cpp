@@ -11,19 +11,20 @@ namespace {
 
 const PlanKey kShape{1u << 20, DataType::f32, ReduceOp::sum};
 const std::vector<std::uint32_t> kTable = {10, 20, 30, 40};  // 2 ranks x 2 stripes
+constexpr RdBand kRd = RdBand::inside, kDense = RdBand::above, kStripes = RdBand::below;
 
 // One hybrid call of a tensor sent whole, as the executor makes it: reuse the kept table if it
-// may, else "exchange" `table`; its result calls for the dense algorithm or not. Returns whether
-// the call exchanged.
-bool call_whole(PlanReuse& reuse, const PlanKey& key, bool dense, const std::vector<std::uint32_t>& table = kTable) {
+// may, else "exchange" `table`; its result calls for the dense algorithm or not (block recursive
+// doubling). Returns whether the call exchanged.
+bool call_whole(PlanReuse& reuse, const PlanKey& key, RdBand band, const std::vector<std::uint32_t>& table = kTable) {
   const KeptPlan kept = reuse.reusable(key, table.size(), /*whole_tensor=*/true);
   EXPECT_EQ(kept.dense, nullptr);
   if (kept.kept()) {
     EXPECT_EQ(std::vector<std::uint32_t>(kept.table, kept.table + table.size()), table);
-    reuse.record_whole(key, false, kept.table, table.size(), dense);
+    reuse.record_whole(key, false, kept.table, table.size(), band);
     return false;
   }
-  reuse.record_whole(key, true, table.data(), table.size(), dense);
+  reuse.record_whole(key, true, table.data(), table.size(), band);
   return true;
 }
 
@@ -46,41 +47,54 @@ TEST(PlanReuse, OffMeansEveryCallExchanges) {
   PlanReuse reuse(0);
   EXPECT_FALSE(reuse.enabled());
   for (int i = 0; i < 5; ++i) {
-    EXPECT_TRUE(call_whole(reuse, kShape, false));
+    EXPECT_TRUE(call_whole(reuse, kShape, kRd));
     EXPECT_TRUE(call_stripes(reuse, {7, DataType::f32, ReduceOp::sum}, {0b01}, 300));
   }
 }
 
 TEST(PlanReuse, TwoResultsCallingForTheSameAlgorithmLetAWholeTensorSkipTheExchange) {
   PlanReuse reuse(32);
-  EXPECT_TRUE(call_whole(reuse, kShape, true));   // nothing kept yet
-  EXPECT_TRUE(call_whole(reuse, kShape, true));   // one result says nothing about the next
-  EXPECT_FALSE(call_whole(reuse, kShape, true));  // two results, one algorithm: reuse
-  EXPECT_FALSE(call_whole(reuse, kShape, true));
+  EXPECT_TRUE(call_whole(reuse, kShape, kDense));   // nothing kept yet
+  EXPECT_TRUE(call_whole(reuse, kShape, kDense));   // one result says nothing about the next
+  EXPECT_FALSE(call_whole(reuse, kShape, kDense));  // two results, one algorithm: reuse
+  EXPECT_FALSE(call_whole(reuse, kShape, kDense));
 }
 
 TEST(PlanReuse, AWholeTensorsResultCallingForTheOtherAlgorithmMakesTheNextCallExchange) {
   PlanReuse reuse(32);
-  call_whole(reuse, kShape, false);
-  call_whole(reuse, kShape, false);
-  EXPECT_FALSE(call_whole(reuse, kShape, false));
-  EXPECT_FALSE(call_whole(reuse, kShape, true));  // ran on the stale table: seen in its result
-  EXPECT_TRUE(call_whole(reuse, kShape, true));   // exchanges; the result matches the one before
-  EXPECT_FALSE(call_whole(reuse, kShape, true));
+  call_whole(reuse, kShape, kRd);
+  call_whole(reuse, kShape, kRd);
+  EXPECT_FALSE(call_whole(reuse, kShape, kRd));
+  EXPECT_FALSE(call_whole(reuse, kShape, kDense));  // ran on the stale table: seen in its result
+  EXPECT_TRUE(call_whole(reuse, kShape, kDense));   // exchanges; the result matches the one before
+  EXPECT_FALSE(call_whole(reuse, kShape, kDense));
+}
+
+// Below block recursive doubling's band too (a tensor in stripes' range with too few bytes).
+TEST(PlanReuse, AWholeTensorsResultFallingBelowBlockRecursiveDoublingsBandMakesTheNextCallExchange) {
+  PlanReuse reuse(32);
+  call_whole(reuse, kShape, kRd);
+  call_whole(reuse, kShape, kRd);
+  EXPECT_FALSE(call_whole(reuse, kShape, kRd));
+  EXPECT_FALSE(call_whole(reuse, kShape, kStripes));  // ran on the stale table: seen in its result
+  EXPECT_TRUE(call_whole(reuse, kShape, kStripes));
+  EXPECT_FALSE(call_whole(reuse, kShape, kStripes));
+  EXPECT_FALSE(call_whole(reuse, kShape, kDense));
+  EXPECT_TRUE(call_whole(reuse, kShape, kDense));
 }
 
 TEST(PlanReuse, TwoWholeTensorsOfOneShapeOnEitherSideOfTheThresholdInTurnAlwaysExchange) {
   PlanReuse reuse(32);
-  for (int i = 0; i < 10; ++i) EXPECT_TRUE(call_whole(reuse, kShape, i % 2 == 0));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(call_whole(reuse, kShape, i % 2 == 0 ? kDense : kRd));
 }
 
 TEST(PlanReuse, AWholeTensorsKeptTableServesAtMostMaxReusesCallsThenIsExchangedAgain) {
   PlanReuse reuse(3);
-  call_whole(reuse, kShape, true);
-  call_whole(reuse, kShape, true);
-  for (int i = 0; i < 3; ++i) EXPECT_FALSE(call_whole(reuse, kShape, true));
+  call_whole(reuse, kShape, kDense);
+  call_whole(reuse, kShape, kDense);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(call_whole(reuse, kShape, kDense));
   const std::vector<std::uint32_t> fresh = {11, 21, 31, 41};
-  EXPECT_TRUE(call_whole(reuse, kShape, true, fresh));
+  EXPECT_TRUE(call_whole(reuse, kShape, kDense, fresh));
   // Still steady: the fresh table serves at once.
   const KeptPlan kept = reuse.reusable(kShape, fresh.size(), true);
   ASSERT_NE(kept.table, nullptr);
@@ -126,17 +140,17 @@ TEST(PlanReuse, AFailedCallMakesEveryShapeExchange) {
   PlanReuse reuse(32);
   const PlanKey other{999, DataType::bf16, ReduceOp::max};
   for (int i = 0; i < 2; ++i) {
-    call_whole(reuse, kShape, true);
+    call_whole(reuse, kShape, kDense);
     call_stripes(reuse, other, {0b1}, 700);
   }
   reuse.forget_all();
   EXPECT_EQ(reuse.calls(), 0u);
   // Forgotten entirely: trust starts over, as on a fresh communicator.
   for (int i = 0; i < 2; ++i) {
-    EXPECT_TRUE(call_whole(reuse, kShape, true));
+    EXPECT_TRUE(call_whole(reuse, kShape, kDense));
     EXPECT_TRUE(call_stripes(reuse, other, {0b1}, 700));
   }
-  EXPECT_FALSE(call_whole(reuse, kShape, true));
+  EXPECT_FALSE(call_whole(reuse, kShape, kDense));
   EXPECT_FALSE(call_stripes(reuse, other, {0b1}, 700));
 }
 
@@ -145,25 +159,25 @@ TEST(PlanReuse, ShapesDifferingInCountDtypeOrOpAreKeptApart) {
   const PlanKey shapes[] = {kShape, {kShape.count + 1, DataType::f32, ReduceOp::sum},
                             {kShape.count, DataType::bf16, ReduceOp::sum}, {kShape.count, DataType::f32, ReduceOp::max}};
   for (int round = 0; round < 2; ++round)
-    for (const PlanKey& k : shapes) EXPECT_TRUE(call_whole(reuse, k, true));
-  for (const PlanKey& k : shapes) EXPECT_FALSE(call_whole(reuse, k, true));
+    for (const PlanKey& k : shapes) EXPECT_TRUE(call_whole(reuse, k, kDense));
+  for (const PlanKey& k : shapes) EXPECT_FALSE(call_whole(reuse, k, kDense));
 }
 
 TEST(PlanReuse, MoreShapesThanKeptEvictTheLeastRecentlyUsed) {
   PlanReuse reuse(32);
   const auto shape = [](std::size_t i) { return PlanKey{1000 + i, DataType::f32, ReduceOp::sum}; };
   for (int round = 0; round < 2; ++round)
-    for (std::size_t i = 0; i < PlanReuse::kShapes; ++i) call_whole(reuse, shape(i), true);
-  EXPECT_FALSE(call_whole(reuse, shape(0), true));  // shape 0 is now the most recent
-  EXPECT_TRUE(call_whole(reuse, shape(PlanReuse::kShapes), true));  // evicts shape 1
-  EXPECT_TRUE(call_whole(reuse, shape(1), true));
-  EXPECT_FALSE(call_whole(reuse, shape(0), true));
+    for (std::size_t i = 0; i < PlanReuse::kShapes; ++i) call_whole(reuse, shape(i), kDense);
+  EXPECT_FALSE(call_whole(reuse, shape(0), kDense));  // shape 0 is now the most recent
+  EXPECT_TRUE(call_whole(reuse, shape(PlanReuse::kShapes), kDense));  // evicts shape 1
+  EXPECT_TRUE(call_whole(reuse, shape(1), kDense));
+  EXPECT_FALSE(call_whole(reuse, shape(0), kDense));
 }
 
 TEST(PlanReuse, ATableOfAnotherSizeIsNotReused) {
   PlanReuse reuse(32);
-  call_whole(reuse, kShape, true);
-  call_whole(reuse, kShape, true);
+  call_whole(reuse, kShape, kDense);
+  call_whole(reuse, kShape, kDense);
   EXPECT_FALSE(reuse.reusable(kShape, kTable.size() + 2, true).kept());
 }
 
@@ -171,7 +185,7 @@ TEST(PlanReuse, TheCallCountIsTheSameForEveryCallSequence) {
   // It places each call's result sample: every rank must count alike, kept or exchanged.
   PlanReuse reuse(32);
   for (int i = 0; i < 5; ++i) call_stripes(reuse, kShape, {0}, 10);
-  for (int i = 0; i < 3; ++i) call_whole(reuse, {5, DataType::f32, ReduceOp::sum}, false);
+  for (int i = 0; i < 3; ++i) call_whole(reuse, {5, DataType::f32, ReduceOp::sum}, kRd);
   EXPECT_EQ(reuse.calls(), 8u);
 }
 

@@ -164,16 +164,18 @@ TEST(HybridAllreduce, AutoSendsTheTopOfTheSmallRangeOverAWireByTheHybrid) {
                              "--negative-zeros"}));
 }
 
-// From SPARCOLL_HYBRID_MIN_BYTES to 4 times that the hybrid plans the tensor as one sent whole and
-// sends it whole by block recursive doubling when that is picked, else in stripes. With the
-// limit at 256 KiB, 200003 f32 (two stripes) and 100003 are in that range: the sparse ones go
-// whole, the dense and half-dense ones split; bf16 halves the bytes (100003 is then below it).
-// Every dtype, min and max where zero is not neutral, -0 in odd ranks, 2 to 4 ranks.
+// From SPARCOLL_HYBRID_MIN_BYTES to 4 times that (9 times over a wire) the hybrid plans the
+// tensor as one sent whole and sends it whole by block recursive doubling when that is picked,
+// else in stripes. With the limit at 256 KiB, 200003 f32 (two stripes) and 100003 are in that
+// range: the sparse ones go whole, the dense and half-dense ones split; bf16 halves the bytes
+// (100003 is then below it). 393219 f32 (1.5 MiB, three stripes) is in it over tcp only: in
+// stripes over shm. Every dtype, min and max where zero is not neutral, -0 in odd ranks, 2 to 4
+// ranks.
 TEST(HybridAllreduce, MiddleSizedTensorsGoWholeWhenSparseElseInStripes) {
   for (const int ranks : {2, 3, 4})
     for (const char* transport : {"shm", "tcp"})
       expect_passed(run_check(ranks, transport, 0,
-                              {"--algo", "hybrid", "--sizes", "100003,200003", "--dtypes", "f32,bf16,i32", "--ops",
+                              {"--algo", "hybrid", "--sizes", "100003,200003,393219", "--dtypes", "f32,bf16,i32", "--ops",
                                "sum,min,max", "--densities", "0.01,0.5,1", "--patterns", "random,dense_half,one_dense",
                                "--inflight", "3", "--negative-zeros"},
                               {"SPARCOLL_HYBRID_MIN_BYTES=262144"}));

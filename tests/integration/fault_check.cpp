@@ -168,23 +168,42 @@ bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
   return true;
 }
 
-// A tensor from SPARCOLL_HYBRID_MIN_BYTES (2 MiB) to 4 times that is planned as one sent whole
-// and goes whole when block recursive doubling is picked, else in stripes. 3 MiB of f32, three
-// times each: 1% of the blocks non-zero on each rank (drawn apart by rank) goes whole by block
-// recursive doubling (nothing dense, no block through the block-sparse engine); the first half
-// dense and 1% of the second half's blocks does not (block recursive doubling would send half
-// the tensor and then most of it again), and goes in stripes, the dense half dense and the
-// sparse half through the engine. Every call's sum is checked. Each kind of data has a shape of
-// its own (a count not of kHybridShapes), so that no call plans from another data's kept table.
+// A tensor from SPARCOLL_HYBRID_MIN_BYTES (2 MiB) to 4 times that over shm, to 9 times over a
+// wire, is planned as one sent whole and goes whole when block recursive doubling is picked, else
+// in stripes. 3 MiB of f32, three times each: 1% of the blocks non-zero on each rank (drawn apart
+// by rank) goes whole by block recursive doubling (nothing dense, no block through the
+// block-sparse engine); the first half dense and 1% of the second half's blocks does not (block
+// recursive doubling would send half the tensor and then most of it again), and goes in stripes,
+// the dense half dense and the sparse half through the engine. At 12 MiB, 5% of the blocks goes
+// whole over a wire and in stripes (all of them block-sparse) over shm, and 0.3% (too few bytes
+// for block recursive doubling's passes over the tensor: algo::rd_min_percent) in stripes over
+// both. Every call's sum is checked. Each kind of data has a shape of its own (a count not of
+// kHybridShapes), so that no call plans from another data's kept table.
 bool hybrid_middle_range_goes_whole_only_when_sparse(sparcoll::Communicator& comm) {
-  const auto sparse_block = [](std::size_t block, int rank) {
-    return (block * 2654435761u + static_cast<std::size_t>(rank) * 40503u) % 100 == 0;
+  // Whether `block` of `rank` is one of the permille non-zero ones (a mixing hash: the samples
+  // of the plan see about that density).
+  const auto sparse_block = [](std::size_t block, int rank, std::uint64_t permille) {
+    std::uint64_t x = block * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(rank) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 31)) * 0x94D049BB133111EBull;
+    return (x ^ (x >> 29)) % 1000 < permille;
   };
-  for (const bool half_dense : {false, true})
+  struct Kind {
+    const char* name;
+    std::size_t count;
+    std::uint64_t permille;  // of the blocks non-zero on each rank (drawn apart by rank)
+    bool half_dense;         // and the first half of the tensor
+    bool whole;              // goes whole by block recursive doubling, else in stripes
+  };
+  const bool over_shm = comm.transport_name() == "shm";
+  const Kind kinds[] = {{"sparse 3 MiB", (std::size_t{3} << 18) + 256, 10, false, true},
+                        {"half dense 3 MiB", (std::size_t{3} << 18) + 512, 10, true, false},
+                        {"5% sparse 12 MiB", (std::size_t{3} << 20) + 256, 50, false, !over_shm},
+                        {"0.3% sparse 12 MiB", (std::size_t{3} << 20) + 512, 3, false, false}};
+  for (const Kind& kind : kinds)
     for (int call = 0; call < 3; ++call) {
-      const std::size_t count = (std::size_t{3} << 18) + (half_dense ? 512 : 256), blocks = count / 256;
+      const std::size_t count = kind.count, blocks = count / 256;
       const auto value_of = [&](std::size_t i, int rank) {
-        const bool nonzero = (half_dense && i < count / 2) || sparse_block(i / 256, rank);
+        const bool nonzero = (kind.half_dense && i < count / 2) || sparse_block(i / 256, rank, kind.permille);
         return nonzero ? static_cast<float>(rank + 1 + i % 3) : 0.0f;
       };
       std::vector<float> v(count);
@@ -196,18 +215,18 @@ bool hybrid_middle_range_goes_whole_only_when_sparse(sparcoll::Communicator& com
         float want = 0.0f;
         for (int p = 0; p < comm.size(); ++p) want += value_of(i, p);
         if (v[i] != want) {
-          std::printf("fault: rank %d: the %s 3 MiB hybrid allreduce gave a wrong sum at %zu\n", comm.rank(),
-                      half_dense ? "half dense" : "sparse", i);
+          std::printf("fault: rank %d: the %s hybrid allreduce gave a wrong sum at %zu\n", comm.rank(), kind.name, i);
           return false;
         }
       }
       const sparcoll::OpStats st = r.stats();
       const bool whole_by_rd = st.dense_elements == 0 && st.blocks_sent == 0;
-      const bool split = st.dense_elements > 0 && st.dense_elements < count && st.blocks_sent > 0;
-      if (half_dense ? !split : !whole_by_rd) {
-        std::printf("fault: rank %d: call %d of the %s 3 MiB hybrid allreduce sent %llu elements dense and %llu "
+      const bool split = kind.half_dense ? st.dense_elements > 0 && st.dense_elements < count && st.blocks_sent > 0
+                                         : st.dense_elements == 0 && st.blocks_sent > 0;
+      if (kind.whole ? !whole_by_rd : !split) {
+        std::printf("fault: rank %d: call %d of the %s hybrid allreduce over %s sent %llu elements dense and %llu "
                     "blocks through the engine (of %zu)\n",
-                    comm.rank(), call + 1, half_dense ? "half dense" : "sparse",
+                    comm.rank(), call + 1, kind.name, comm.transport_name().c_str(),
                     static_cast<unsigned long long>(st.dense_elements), static_cast<unsigned long long>(st.blocks_sent),
                     blocks);
         return false;
