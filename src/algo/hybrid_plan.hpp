@@ -86,10 +86,10 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
 //   1.2-2.4x at 2 and 4 MiB and 0.1-10% density, and the two were even at 8 MiB (docs/perf.md,
 //   "Whole tensors up to 8 MiB when block recursive doubling is picked").
 // - Over a wire 9 (below 18 MiB): at 2, 4 and 8 ranks over tcp, both in one program, wherever it
-//   is picked, block recursive doubling took 0.60-1.05x the stripes' time at 12 and 16 MiB
-//   (median over 4 programs; the lower the more the density, from 3%), but 1.15-1.61x at 24 MiB
-//   and at most 5% density at 2 ranks, and 1.2-1.35x at 32 MiB and 1% (docs/perf.md, "Whole
-//   tensors up to 16 MiB over a wire").
+//   is picked (rd_min_percent below), block recursive doubling took 0.60-1.03x the stripes' time
+//   at 12 and 16 MiB (medians over 4 programs; the lower the denser, from 3-5%), but 1.15-1.61x
+//   at 24 MiB and at most 5% density at 2 ranks, and 1.21-1.35x at 32 MiB and 0.3-1%
+//   (docs/perf.md, "Whole tensors up to 16 MiB over a wire").
 constexpr std::uint64_t whole_if_sparse_factor(bool over_shm) { return over_shm ? 4 : 9; }
 
 // prefer_block_recursive_doubling's max_percent for a tensor of `bytes`. Measured against the
@@ -105,11 +105,12 @@ constexpr std::uint64_t whole_if_sparse_factor(bool over_shm) { return over_shm 
 std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes);
 
 // prefer_block_recursive_doubling's min_percent for a tensor of `bytes` that would otherwise go
-// in stripes. 3 over a wire above 8 MiB, else 0. At 16 MiB over tcp, both in one program, block
-// recursive doubling took 0.82-0.87x the stripes' time where it sent 2-3% of the ring's bytes at
-// 2 ranks (2-3% density), but 1.05 at 1% and 1.0-1.4 at 0.3%: there the block-sparse engine,
-// which reads the tensor once as it streams, sends about as few bytes (docs/perf.md, "Whole
-// tensors up to 16 MiB over a wire"). At 8 MiB it was faster at every density.
+// in stripes. 3 over a wire above 8 MiB, else 0. At 16 MiB and 2 ranks over tcp, both in one
+// program, block recursive doubling took 0.82-0.87x the stripes' time at 2-3% density (2-3% of
+// the ring's bytes), but 1.05 at 1%, and at 0.3% 0.96 in one sweep and 1.3-1.5 in another: there
+// the block-sparse engine, which reads the tensor once as it streams, sends about as few bytes
+// (docs/perf.md, "Whole tensors up to 16 MiB over a wire"). At 8 MiB and 2 ranks it was faster
+// at every density.
 std::uint32_t rd_min_percent(bool over_shm, std::uint64_t bytes);
 
 // The union density (whole percent of the blocks non-zero on some rank) from which
