@@ -37,11 +37,11 @@ KeptPlan PlanReuse::reusable(const PlanKey& key, std::size_t table_size, bool wh
   if (!e->trusted) return {};
   if (!whole_tensor) return e->next.empty() ? KeptPlan{} : KeptPlan{nullptr, &e->next};
   if (e->reuses >= max_reuses_ || e->table.size() != table_size) return {};
-  return KeptPlan{e->table.data(), nullptr};
+  return KeptPlan{e->table.data(), e->next.empty() ? nullptr : &e->next};
 }
 
 void PlanReuse::record_whole(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
-                             RdBand band) {
+                             RdBand band, const std::vector<std::uint64_t>* next) {
   if (max_reuses_ == 0) return;
   Entry* e = find(key);
   if (e == nullptr) {
@@ -57,6 +57,10 @@ void PlanReuse::record_whole(const PlanKey& key, bool exchanged, const std::uint
     ++e->reuses;
   }
   e->last_band = band;
+  if (next != nullptr)
+    e->next = *next;
+  else
+    e->next.clear();
 }
 
 void PlanReuse::record_stripes(const PlanKey& key, const std::vector<std::uint64_t>& next, std::uint64_t union_blocks,

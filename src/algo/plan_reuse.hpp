@@ -21,7 +21,9 @@
 //   - A tensor sent whole (below SPARCOLL_HYBRID_MIN_BYTES) keeps the sample masks of its last
 //     exchange (block recursive doubling's cost is the unions of groups of ranks, which only the
 //     ranks' own masks tell), while its last two results called for the same way
-//     (result_rd_band in hybrid_plan.hpp), for at most max_reuses calls after the exchange.
+//     (result_rd_band in hybrid_plan.hpp), for at most max_reuses calls after the exchange. Where
+//     its masks send it in stripes (from SPARCOLL_HYBRID_MIN_BYTES), it also keeps the plan its
+//     last result calls for, which the next call follows as a striped shape's.
 // The first result of a shape says nothing about the next: its second call exchanges too. A
 // change of the data is seen in the first result after it: at most one call runs on a stale
 // plan, which costs speed, never correctness (any plan reduces every element exactly once).
@@ -46,7 +48,7 @@ struct PlanKey {
 // What a call may plan from without an exchange; both null: exchange.
 struct KeptPlan {
   const std::uint32_t* table = nullptr;               // a whole tensor: every rank's sample masks
-  const std::vector<std::uint64_t>* dense = nullptr;  // stripes: the dense stripes' bits
+  const std::vector<std::uint64_t>* dense = nullptr;  // stripes (and a whole tensor's in stripes): the dense stripes' bits
   bool kept() const noexcept { return table != nullptr || dense != nullptr; }
 };
 
@@ -69,9 +71,10 @@ class PlanReuse {
   std::uint64_t calls() const noexcept { return calls_; }
 
   // After a whole tensor's call that succeeded. `exchanged`: its table came from an exchange
-  // (then `table` is that table). `band`: what its result calls for (result_rd_band).
+  // (then `table` is that table). `band`: what its result calls for (result_rd_band). `next`:
+  // the plan its result calls for if it went in stripes (follow_result), else null.
   void record_whole(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
-                    RdBand band);
+                    RdBand band, const std::vector<std::uint64_t>* next = nullptr);
   // After a striped call that succeeded: `next` is the plan its result calls for
   // (follow_result), union_blocks the result's non-zero blocks of its nblocks.
   void record_stripes(const PlanKey& key, const std::vector<std::uint64_t>& next, std::uint64_t union_blocks,
@@ -92,7 +95,8 @@ class PlanReuse {
     std::uint32_t reuses = 0;  // calls planned from `table` since its exchange
     std::vector<std::uint32_t> table;
     RdBand last_band = RdBand::inside;
-    // A striped shape's plan for its next call, and its last result's union density (percent).
+    // A striped shape's plan for its next call (a whole tensor's, if it went in stripes), and
+    // its last result's union density (percent).
     std::vector<std::uint64_t> next;
     std::uint32_t last_union_percent = 0;
   };

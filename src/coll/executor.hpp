@@ -140,6 +140,7 @@ class Executor final : public runtime::Handler {
   std::vector<std::uint64_t> dense_plan_;     // hybrid: the stripes this call sends dense (bit per stripe)
   std::vector<std::uint32_t> result_counts_;  // hybrid: the result's non-zero blocks per stripe
   bool engine_counted_ = false;               // the engine fills result_counts_ of the block-sparse stripes
+  bool whole_in_stripes_ = false;             // hybrid: a tensor in the whole-tensor range went in stripes
   std::vector<std::uint64_t> next_plan_;      // hybrid: the plan its result calls for (follow_result)
   // hybrid: whole_tensor_sparse_union_percent and whole_tensor_dense_union_percent for...
   std::uint32_t whole_low_ = 0, whole_high_ = 0;

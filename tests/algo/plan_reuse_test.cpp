@@ -83,6 +83,27 @@ TEST(PlanReuse, AWholeTensorsResultFallingBelowBlockRecursiveDoublingsBandMakesT
   EXPECT_TRUE(call_whole(reuse, kShape, kDense));
 }
 
+// A whole tensor's call that went in stripes keeps the plan its result calls for with the
+// table; the next call that plans from the table gets both, and a call that went whole forgets
+// the plan.
+TEST(PlanReuse, AWholeTensorInStripesKeepsThePlanItsResultCallsFor) {
+  PlanReuse reuse(32);
+  const Plan follow = {0b0110};
+  for (int i = 0; i < 2; ++i) {
+    const KeptPlan kept = reuse.reusable(kShape, kTable.size(), /*whole_tensor=*/true);
+    EXPECT_FALSE(kept.kept());
+    reuse.record_whole(kShape, true, kTable.data(), kTable.size(), kDense, &follow);
+  }
+  KeptPlan kept = reuse.reusable(kShape, kTable.size(), /*whole_tensor=*/true);
+  ASSERT_NE(kept.table, nullptr);
+  ASSERT_NE(kept.dense, nullptr);
+  EXPECT_EQ(*kept.dense, follow);
+  reuse.record_whole(kShape, false, kept.table, kTable.size(), kDense, nullptr);  // went whole
+  kept = reuse.reusable(kShape, kTable.size(), /*whole_tensor=*/true);
+  EXPECT_NE(kept.table, nullptr);
+  EXPECT_EQ(kept.dense, nullptr);
+}
+
 TEST(PlanReuse, TwoWholeTensorsOfOneShapeOnEitherSideOfTheThresholdInTurnAlwaysExchange) {
   PlanReuse reuse(32);
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(call_whole(reuse, kShape, i % 2 == 0 ? kDense : kRd));

@@ -168,6 +168,45 @@ bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
   return true;
 }
 
+// The same for a tensor in the whole-tensor range that goes in stripes: 3 MiB whose non-zero
+// blocks, on every rank, are exactly the ones the exchanged masks sample (32 of each stripe's
+// 512, 6%). The masks see every stripe full, so the first calls send the tensor in stripes, all
+// of them dense; the results, sampled at other blocks, call for block-sparse stripes, and the
+// calls that plan from what the shape keeps follow them: the last two of five calls send nothing
+// dense. Every call sums right.
+bool hybrid_whole_range_stripes_follow_the_results(sparcoll::Communicator& comm) {
+  const std::size_t count = (std::size_t{3} << 18) - 512, blocks = count / 256;
+  constexpr std::size_t kStripeBlocks = 512, kSamples = 32;  // algo::stripe_blocks_for, algo::kStripeSamples
+  std::vector<char> sampled(blocks, 0);
+  for (std::size_t first = 0; first < blocks; first += kStripeBlocks) {
+    const std::size_t n = std::min(kStripeBlocks, blocks - first);
+    for (std::size_t i = 0; i < kSamples; ++i) sampled[first + (n * i + n / 2) / kSamples] = 1;
+  }
+  std::vector<float> v(count);
+  for (int call = 1; call <= 5; ++call) {
+    std::fill(v.begin(), v.end(), 0.0f);
+    for (std::size_t b = 0; b < blocks; ++b)
+      if (sampled[b]) v[b * 256 + 7] = static_cast<float>(comm.rank() + 1);
+    sparcoll::Request r = comm.iallreduce(v.data(), v.data(), count, DataType::f32, ReduceOp::sum,
+                                          sparcoll::Algorithm::hybrid);
+    r.wait();
+    const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
+    for (std::size_t i = 0; i < count; ++i)
+      if (v[i] != (i % 256 == 7 && sampled[i / 256] ? want : 0.0f)) {
+        std::printf("fault: rank %d: call %d of the whole-range hybrid allreduce in stripes gave a wrong sum at %zu\n",
+                    comm.rank(), call, i);
+        return false;
+      }
+    if (call >= 4 && r.stats().dense_elements != 0) {
+      std::printf("fault: rank %d: call %d of the whole-range hybrid allreduce in stripes still sent %llu elements "
+                  "dense\n",
+                  comm.rank(), call, static_cast<unsigned long long>(r.stats().dense_elements));
+      return false;
+    }
+  }
+  return true;
+}
+
 // A tensor from SPARCOLL_HYBRID_MIN_BYTES (2 MiB) to 4 times that over shm, to 9 times over a
 // wire, is planned as one sent whole and goes whole when block recursive doubling is picked, else
 // in stripes. 3 MiB of f32, three times each: 1% of the blocks non-zero on each rank (drawn apart
@@ -403,7 +442,7 @@ int main(int argc, char** argv) {
       // refused before it plans: every rank fails it, forgets its tables, and the calls after
       // it (the same shapes) still meet and sum right (algo/plan_reuse.hpp).
       if (!hybrid_sums_right(*comm, 4) || !hybrid_plan_settles_on_the_union(*comm) ||
-          !hybrid_middle_range_goes_whole_only_when_sparse(*comm))
+          !hybrid_middle_range_goes_whole_only_when_sparse(*comm) || !hybrid_whole_range_stripes_follow_the_results(*comm))
         return 1;
       std::vector<float> v(kHybridShapes[0], 1.0f);
       comm->allreduce(culprit ? nullptr : v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum,
