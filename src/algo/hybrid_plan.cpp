@@ -214,6 +214,7 @@ RdBand result_rd_band(const std::uint32_t* counts, std::uint32_t stripes, std::u
   if (percent >= high_percent) return RdBand::above;
   return percent < low_percent ? RdBand::below : RdBand::inside;
 }
+
 void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>& plan, std::uint32_t stripes,
                    std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t dense_percent,
                    std::vector<std::uint64_t>* next) {

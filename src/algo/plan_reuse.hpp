@@ -48,7 +48,7 @@ struct PlanKey {
 // What a call may plan from without an exchange; both null: exchange.
 struct KeptPlan {
   const std::uint32_t* table = nullptr;               // a whole tensor: every rank's sample masks
-  const std::vector<std::uint64_t>* dense = nullptr;  // stripes (and a whole tensor's in stripes): the dense stripes' bits
+  const std::vector<std::uint64_t>* dense = nullptr;  // in stripes (any shape): the dense stripes' bits
   bool kept() const noexcept { return table != nullptr || dense != nullptr; }
 };
 

@@ -60,27 +60,18 @@ TEST(PlanReuse, TwoResultsCallingForTheSameAlgorithmLetAWholeTensorSkipTheExchan
   EXPECT_FALSE(call_whole(reuse, kShape, kDense));
 }
 
+// Either side of block recursive doubling's band: above it (the dense algorithm, or the stripes
+// of a dense tensor) and below it (the stripes of a tensor with too few bytes for it).
 TEST(PlanReuse, AWholeTensorsResultCallingForTheOtherAlgorithmMakesTheNextCallExchange) {
-  PlanReuse reuse(32);
-  call_whole(reuse, kShape, kRd);
-  call_whole(reuse, kShape, kRd);
-  EXPECT_FALSE(call_whole(reuse, kShape, kRd));
-  EXPECT_FALSE(call_whole(reuse, kShape, kDense));  // ran on the stale table: seen in its result
-  EXPECT_TRUE(call_whole(reuse, kShape, kDense));   // exchanges; the result matches the one before
-  EXPECT_FALSE(call_whole(reuse, kShape, kDense));
-}
-
-// Below block recursive doubling's band too (a tensor in stripes' range with too few bytes).
-TEST(PlanReuse, AWholeTensorsResultFallingBelowBlockRecursiveDoublingsBandMakesTheNextCallExchange) {
-  PlanReuse reuse(32);
-  call_whole(reuse, kShape, kRd);
-  call_whole(reuse, kShape, kRd);
-  EXPECT_FALSE(call_whole(reuse, kShape, kRd));
-  EXPECT_FALSE(call_whole(reuse, kShape, kStripes));  // ran on the stale table: seen in its result
-  EXPECT_TRUE(call_whole(reuse, kShape, kStripes));
-  EXPECT_FALSE(call_whole(reuse, kShape, kStripes));
-  EXPECT_FALSE(call_whole(reuse, kShape, kDense));
-  EXPECT_TRUE(call_whole(reuse, kShape, kDense));
+  for (const RdBand other : {kDense, kStripes}) {
+    PlanReuse reuse(32);
+    call_whole(reuse, kShape, kRd);
+    call_whole(reuse, kShape, kRd);
+    EXPECT_FALSE(call_whole(reuse, kShape, kRd));
+    EXPECT_FALSE(call_whole(reuse, kShape, other));  // ran on the stale table: seen in its result
+    EXPECT_TRUE(call_whole(reuse, kShape, other));   // exchanges; the result matches the one before
+    EXPECT_FALSE(call_whole(reuse, kShape, other));
+  }
 }
 
 // A whole tensor's call that went in stripes keeps the plan its result calls for with the
