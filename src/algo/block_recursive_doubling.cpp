@@ -43,6 +43,12 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
   std::vector<std::byte>* cur = &scratch.tmp;
   std::vector<std::byte>* spare = &scratch.tmp2;
   std::vector<std::byte>& received = scratch.tmp3;
+  // The result's blocks, for the caller (SparseScratch::union_bits).
+  std::vector<std::uint64_t>& union_bits = scratch.sparse.union_bits;
+  const auto keep_union = [&](const BlockSetView& a, const BlockSetView* b) {
+    union_bits.resize(g.words());
+    for (std::size_t w = 0; w < g.words(); ++w) union_bits[w] = a.bits[w] | (b != nullptr ? b->bits[w] : 0);
+  };
   // *cur is the set this rank sends and merges next: its own, then each step's union. Its own,
   // where that is the tensor's bytes unchanged (every block present, f32 or i32), is only the
   // header and bitmap in *cur, followed on the wire by `send` itself: on dense data a copy of
@@ -82,6 +88,7 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
     BlockSetView result;
     if (Status s = parse(received, r + 1, "(unfold)", &result); !s.ok()) co_return s;
     unpack_block_set(result, g, dtype, op, n, recv);
+    keep_union(result, nullptr);
     co_return Status();
   }
   if (r < 2 * rem) {
@@ -108,6 +115,7 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
     // this rank's own set is still whole (its first step is its last) and the call is in place,
     // recv holds its values already: the partner's set is merged there.
     if ((mask << 1) == pow2 && r >= 2 * rem) {
+      keep_union(left, &right);
       if (own_values == recv) {
         std::byte* theirs_values = received.data() + (theirs.values - received.data());
         if (merge_block_set_into_whole(theirs, theirs_values, (me & mask) != 0, g, dtype, op, recv))
@@ -124,6 +132,7 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
     if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   }
   unpack_block_set(view_cur(), g, dtype, op, n, recv);
+  keep_union(view_cur(), nullptr);
   co_return Status();
 }
 

@@ -30,6 +30,9 @@ struct SparseScratch {
   std::vector<SparseMessage> messages;               // every rank's final range
   std::vector<std::uint32_t> dense_acc, dense_tmp;   // a densified range (dsar)
   std::vector<std::uint64_t> bits;                   // bitmap of a dense input's non-zero blocks
+  // Block recursive doubling's result blocks (the union of every rank's non-zero blocks, the
+  // same bits on every rank), left for a caller that counts them (the hybrid's kept plans).
+  std::vector<std::uint64_t> union_bits;
 };
 
 // Reusable buffers of the collective thread (capacity kept across collectives).

@@ -103,6 +103,7 @@ class Executor final : public runtime::Handler {
   Task exchange_stripe_counts(CollOp& op);
   void remember_result(const CollOp& op, bool exchanged);
   Task hybrid_whole_tensor(CollOp& op, bool block_rd);
+  void count_union_blocks(const CollOp& op);
   Task hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept_dense, const std::uint32_t* counts);
   std::shared_ptr<detail::RequestState> hand_over_sparse_stripes(CollOp& op);
   Task run_dense_stripes(const CollOp& op);
@@ -141,6 +142,7 @@ class Executor final : public runtime::Handler {
   std::vector<std::uint32_t> result_counts_;  // hybrid: the result's non-zero blocks per stripe
   bool engine_counted_ = false;               // the engine fills result_counts_ of the block-sparse stripes
   bool whole_in_stripes_ = false;             // hybrid: a tensor in the whole-tensor range went in stripes
+  bool union_counted_ = false;                // hybrid: result_counts_ counted in block recursive doubling's union
   std::vector<std::uint64_t> next_plan_;      // hybrid: the plan its result calls for (follow_result)
   // hybrid: whole_tensor_sparse_union_percent and whole_tensor_dense_union_percent for...
   std::uint32_t whole_low_ = 0, whole_high_ = 0;

@@ -72,6 +72,7 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
   }
   Status status;
   engine_counted_ = false;
+  union_counted_ = false;
   whole_in_stripes_ = false;
   if (op.hybrid.whole_tensor) {
     const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
@@ -130,7 +131,8 @@ algo::KeptPlan Executor::kept_plan(const CollOp& op) {
 
 // After a call that succeeded: what its result (the same bits on every rank) says the next call
 // of this shape should do. The block-sparse stripes' counts are exact and free: the engine
-// counted the result blocks it received (OpState::stripe_results). The others are sampled from
+// counted the result blocks it received (OpState::stripe_results); so are a tensor's sent whole
+// by block recursive doubling, in its union (count_union_blocks). The others are sampled from
 // the result, 32 blocks per stripe (a dense stripe's sampled blocks are mostly non-zero, and the
 // read of a non-zero block stops at its first non-zero element): a tensor sent in stripes at a
 // phase that moves from call to call (the calls so far, the same count on every rank), so that a
@@ -150,7 +152,7 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
   std::uint64_t union_blocks = 0;
   for (std::uint32_t s = 0; s < stripes; ++s) {
     const std::uint64_t first = std::uint64_t{s} * op.hybrid.stripe_blocks;
-    if (!engine_counted_ || is_dense(dense_plan_, s))
+    if (!union_counted_ && (!engine_counted_ || is_dense(dense_plan_, s)))
       result_counts_[s] = algo::sample_stripe_count(op.recv, op.count, op.dtype, options_.block_elems, first,
                                                     std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first),
                                                     phase);
@@ -175,6 +177,23 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
   plan_reuse_.record_whole(key, exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
                            algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_low_, whole_high_),
                            in_stripes ? &next_plan_ : nullptr);
+}
+
+// A tensor sent whole by block recursive doubling: its result's blocks per stripe, counted in the
+// union that the algorithm's last step held (the same bits on every rank), instead of a sample
+// of the result: exact, and no read of the result (the sample was 3-6% of the hybrid's time at
+// 128 KiB-2 MiB and 1%, 2 ranks; docs/perf.md, "Whole tensors up to 16 MiB over a wire").
+void Executor::count_union_blocks(const CollOp& op) {
+  const std::vector<std::uint64_t>& bits = scratch_.sparse.union_bits;
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  const std::uint32_t words_per_stripe = op.hybrid.stripe_blocks / 64;
+  if (op.hybrid.stripe_blocks % 64 != 0 || words_per_stripe == 0 ||
+      bits.size() != block::bitmap_words(block::block_count(op.count, options_.block_elems)))
+    return;  // sampled in remember_result instead
+  result_counts_.assign(stripes, 0);
+  for (std::size_t w = 0; w < bits.size(); ++w)
+    result_counts_[w / words_per_stripe] += static_cast<std::uint32_t>(std::popcount(bits[w]));
+  union_counted_ = true;
 }
 
 // This rank's sampled non-zero blocks per stripe, sent to every peer, and theirs received: the
@@ -217,6 +236,8 @@ Task Executor::hybrid_whole_tensor(CollOp& op, bool block_rd) {
   else
     s = co_await allreduce(algo, op.send, op.recv, op.count, op.dtype, op.op);
   peers_.set_tag_base(0);
+  if (s.ok() && algo == Algorithm::block_recursive_doubling && !(op.dtype == DataType::i32 && op.op == ReduceOp::avg))
+    count_union_blocks(op);
   hybrid_stats_.dense_elements += algo == Algorithm::block_recursive_doubling ? 0 : op.count;
   co_return s;
 }

@@ -168,6 +168,46 @@ bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
   return true;
 }
 
+// A tensor sent whole by block recursive doubling counts its result's blocks in the union the
+// algorithm ends with, not in a sample of the result. 1 MiB, 1% of the blocks on each rank: the
+// third call plans from the kept masks; the fourth, dense, still does (block recursive doubling,
+// every block), and its result, a union of every block, calls for the dense algorithm: the fifth
+// call exchanges again and sends the tensor dense. Every call sums right.
+bool hybrid_whole_tensor_sees_its_union(sparcoll::Communicator& comm) {
+  const std::size_t count = (std::size_t{1} << 18) + 1024, blocks = count / 256;
+  const auto value_of = [&](std::size_t i, int rank, bool dense) {
+    const bool nonzero = dense || (i / 256 * 2654435761u + static_cast<std::size_t>(rank) * 40503u) % 100 == 0;
+    return nonzero ? static_cast<float>(rank + 1) : 0.0f;
+  };
+  std::vector<float> v(count);
+  for (int call = 1; call <= 5; ++call) {
+    const bool dense = call >= 4;
+    for (std::size_t i = 0; i < count; ++i) v[i] = value_of(i, comm.rank(), dense);
+    sparcoll::Request r = comm.iallreduce(v.data(), v.data(), count, DataType::f32, ReduceOp::sum,
+                                          sparcoll::Algorithm::hybrid);
+    r.wait();
+    for (std::size_t i = 0; i < count; ++i) {
+      float want = 0.0f;
+      for (int p = 0; p < comm.size(); ++p) want += value_of(i, p, dense);
+      if (v[i] != want) {
+        std::printf("fault: rank %d: call %d of the 1 MiB hybrid allreduce gave a wrong sum at %zu\n", comm.rank(),
+                    call, i);
+        return false;
+      }
+    }
+    const sparcoll::OpStats st = r.stats();
+    const bool want_exchange = call <= 2 || call == 5, want_dense = call == 5;
+    if (st.densities_exchanged != want_exchange || (st.dense_elements == count) != want_dense) {
+      std::printf("fault: rank %d: call %d of the 1 MiB hybrid allreduce (of %zu blocks) %s the densities and sent "
+                  "%llu elements dense\n",
+                  comm.rank(), call, blocks, st.densities_exchanged ? "exchanged" : "did not exchange",
+                  static_cast<unsigned long long>(st.dense_elements));
+      return false;
+    }
+  }
+  return true;
+}
+
 // The same for a tensor in the whole-tensor range that goes in stripes: 3 MiB whose non-zero
 // blocks, on every rank, are exactly the ones the exchanged masks sample (32 of each stripe's
 // 512, 6%). The masks see every stripe full, so the first calls send the tensor in stripes, all
@@ -442,7 +482,8 @@ int main(int argc, char** argv) {
       // refused before it plans: every rank fails it, forgets its tables, and the calls after
       // it (the same shapes) still meet and sum right (algo/plan_reuse.hpp).
       if (!hybrid_sums_right(*comm, 4) || !hybrid_plan_settles_on_the_union(*comm) ||
-          !hybrid_middle_range_goes_whole_only_when_sparse(*comm) || !hybrid_whole_range_stripes_follow_the_results(*comm))
+          !hybrid_middle_range_goes_whole_only_when_sparse(*comm) ||
+          !hybrid_whole_range_stripes_follow_the_results(*comm) || !hybrid_whole_tensor_sees_its_union(*comm))
         return 1;
       std::vector<float> v(kHybridShapes[0], 1.0f);
       comm->allreduce(culprit ? nullptr : v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum,
