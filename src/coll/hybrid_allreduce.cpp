@@ -229,6 +229,7 @@ Task Executor::hybrid_whole_tensor(CollOp& op, bool block_rd) {
   const Algorithm algo =
       block_rd ? Algorithm::block_recursive_doubling : algo::dense_algorithm_below_stripes(peers_.size());
   peers_.set_tag_base(kRunTagStride);
+  scratch_.sparse.union_bits.clear();  // filled by block recursive doubling only: none left from another call
   // No co_await inside a conditional expression: GCC 12 destroys the temporaries of both arms.
   Status s;
   if (op.dtype == DataType::i32 && op.op == ReduceOp::avg)
