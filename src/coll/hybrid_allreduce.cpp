@@ -229,16 +229,17 @@ Task Executor::hybrid_whole_tensor(CollOp& op, bool block_rd) {
   const Algorithm algo =
       block_rd ? Algorithm::block_recursive_doubling : algo::dense_algorithm_below_stripes(peers_.size());
   peers_.set_tag_base(kRunTagStride);
-  scratch_.sparse.union_bits.clear();  // filled by block recursive doubling only: none left from another call
+  // i32 avg reduces two halves of every element (exact_i32_avg): a tensor of twice the count.
+  const bool exact_avg = op.dtype == DataType::i32 && op.op == ReduceOp::avg;
   // No co_await inside a conditional expression: GCC 12 destroys the temporaries of both arms.
   Status s;
-  if (op.dtype == DataType::i32 && op.op == ReduceOp::avg)
+  if (exact_avg)
     s = co_await exact_i32_avg(algo, op.send, op.recv, op.count);
   else
     s = co_await allreduce(algo, op.send, op.recv, op.count, op.dtype, op.op);
   peers_.set_tag_base(0);
-  if (s.ok() && algo == Algorithm::block_recursive_doubling && !(op.dtype == DataType::i32 && op.op == ReduceOp::avg))
-    count_union_blocks(op);
+  // Every return of block recursive doubling that succeeded left this tensor's union.
+  if (s.ok() && block_rd && !exact_avg) count_union_blocks(op);
   hybrid_stats_.dense_elements += algo == Algorithm::block_recursive_doubling ? 0 : op.count;
   co_return s;
 }
