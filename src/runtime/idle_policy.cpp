@@ -53,12 +53,36 @@ constexpr long kUntilSubmissionSleepNs = 20'000'000;
 // 0.98-1.00x bounded at 20 ms (16 MiB at 1% over shm, both in one program, 12 programs).
 constexpr long kOtherThreadNapNs = 20'000;
 constexpr long kOtherThreadSleepNs = 20'000'000;
+// Before that sleep, a few looks at the flag with pauses and then with yields between them, as
+// std::atomic::wait does for the caller of block-sparse. Sleeping at once, the hybrid's caller at
+// 2 ranks over shm took 1.10-1.34x block-sparse's time (8 MiB at 5 and 10%, both in one program,
+// 63-74 programs) whenever the host's two vCPUs were far apart (a cache-line round trip of
+// 340 ns instead of 100); with these looks first, 1.01. Elsewhere the same (docs/perf.md,
+// "The hybrid's wait, with a look first").
+constexpr int kOtherThreadPauses = 16;
+constexpr int kOtherThreadYields = 12;
+
+// A few looks at `flag` before a sleep on it: true when it was set meanwhile.
+bool look_before_sleeping(const std::atomic<std::uint32_t>& flag) noexcept {
+  for (int i = 0; i < kOtherThreadPauses; ++i) {
+    if (flag.load(std::memory_order_acquire) != 0) return true;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  for (int i = 0; i < kOtherThreadYields; ++i) {
+    if (flag.load(std::memory_order_acquire) != 0) return true;
+    sched_yield();
+  }
+  return false;
+}
 }  // namespace
 
 void IdlePolicy::wait(const Idle& idle, std::atomic<std::uint32_t>* wake, std::uint32_t seen) {
   switch (idle.waiting) {
     case Waiting::op_in_flight: wait_in_flight(); return;
     case Waiting::other_thread:
+      if (!idle.poll_meanwhile && look_before_sleeping(*idle.flag)) return;
       futex_wait_for(const_cast<std::atomic<std::uint32_t>*>(idle.flag), 0,
                      idle.poll_meanwhile ? kOtherThreadNapNs : kOtherThreadSleepNs);
       return;
