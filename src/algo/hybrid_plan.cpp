@@ -63,6 +63,18 @@ std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType 
   return mask_blocks(sample_stripe_mask(data, count, dtype, block_elems, first, blocks, phase), blocks);
 }
 
+std::uint32_t count_stripe_blocks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                                  std::uint64_t first, std::uint64_t blocks) {
+  const std::size_t esize = dtype_size(dtype);
+  const auto* bytes = static_cast<const std::byte*>(data);
+  std::uint32_t nonzero = 0;
+  for (std::uint64_t b = first; b < first + blocks; ++b) {
+    const std::size_t begin = b * block_elems, n = std::min<std::size_t>(block_elems, count - begin);
+    nonzero += block::is_zero(bytes + begin * esize, n, dtype) ? 0 : 1;
+  }
+  return nonzero;
+}
+
 namespace {
 
 // out[s] = PerStripe(...) of stripe s, for every stripe of the tensor (the last one shorter).
@@ -217,7 +229,7 @@ RdBand result_rd_band(const std::uint32_t* counts, std::uint32_t stripes, std::u
 
 void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>& plan, std::uint32_t stripes,
                    std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t dense_percent,
-                   std::vector<std::uint64_t>* next) {
+                   std::vector<std::uint64_t>* next, bool dense_exact) {
   next->assign((stripes + 63) / 64, 0);
   for (std::uint32_t s = 0; s < stripes; ++s) {
     const std::uint64_t first = std::uint64_t{s} * stripe_blocks;
@@ -225,7 +237,7 @@ void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>
     const std::uint64_t blocks = std::min<std::uint64_t>(stripe_blocks, nblocks - first);
     const bool was_dense = s / 64 < plan.size() && ((plan[s / 64] >> (s % 64)) & 1);
     const std::uint32_t threshold =
-        was_dense ? dense_percent - std::min(dense_percent, kFollowHysteresisPercent) : dense_percent;
+        was_dense && !dense_exact ? dense_percent - std::min(dense_percent, kFollowHysteresisPercent) : dense_percent;
     if (std::min<std::uint64_t>(counts[s], blocks) * 100 >= std::uint64_t{threshold} * blocks)
       (*next)[s / 64] |= std::uint64_t{1} << (s % 64);
   }

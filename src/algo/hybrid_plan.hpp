@@ -31,6 +31,11 @@ void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, s
 // phase sees other blocks.
 std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                                   std::uint64_t first, std::uint64_t blocks, std::uint64_t phase = kMiddlePhase);
+// The exact count of non-zero blocks among `blocks` blocks from block `first`: every block read
+// up to its first non-zero element (a zero block in full). The hybrid counts a dense stripe's
+// result this way after the call that exchanged the samples (Executor::remember_result).
+std::uint32_t count_stripe_blocks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
+                                  std::uint64_t first, std::uint64_t blocks);
 // Which of those samples are non-zero: bit i for the i-th sampled block of the stripe. Every rank
 // samples the same blocks, so the OR of several ranks' masks samples their union: what block
 // recursive doubling sends, which on real gradients is far below what independent supports would
@@ -131,10 +136,14 @@ std::uint32_t whole_tensor_sparse_union_percent(std::uint32_t ranks, std::uint32
 // samples are as noisy: at 10% density per rank and 4 ranks, a union of 34% against a threshold
 // of 40, 7 stripes of 32 went dense) is sampled again at another phase each call, and a
 // block-sparse stripe below the threshold stays so: the plan settles on what the union is.
+// `dense_exact`: the dense stripes' counts are exact too (count_stripe_blocks, after the call that
+// exchanged the samples), so they meet the threshold itself, as block-sparse stripes do: a
+// stripe the exchanged samples made dense by mistake goes block-sparse on the next call, where a
+// sample at 10% density and 2 ranks (a union of 19% against 23) kept it dense for a few calls.
 constexpr std::uint32_t kFollowHysteresisPercent = 5;
 void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>& plan, std::uint32_t stripes,
                    std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t dense_percent,
-                   std::vector<std::uint64_t>* next);
+                   std::vector<std::uint64_t>* next, bool dense_exact = false);
 
 // For a tensor sent whole: what its result calls for, from its sampled counts of non-zero blocks
 // per stripe (sample_stripe_counts of the result: the union of every rank's blocks, the same bits

@@ -256,6 +256,28 @@ TEST(HybridPlan, APlanFollowsItsResultWithHysteresisOnTheSampledDenseStripes) {
   EXPECT_EQ(next, all_sparse);  // above 100: none
 }
 
+// After the call that exchanged the samples the dense stripes' counts are exact: they meet the
+// threshold itself, without the hysteresis a sampled count needs.
+TEST(HybridPlan, ExactCountsOfDenseStripesMeetTheThresholdItself) {
+  const std::uint32_t counts[] = {40, 39, 35, 34, 20};
+  const std::vector<std::uint64_t> all_sparse = {0}, all_dense = {0b11111};
+  std::vector<std::uint64_t> next;
+  follow_result(counts, all_dense, 5, 450, 100, 40, &next, /*dense_exact=*/true);
+  EXPECT_EQ(next, (std::vector<std::uint64_t>{0b10001}));  // 39% and 35% go sparse at once
+  follow_result(counts, all_sparse, 5, 450, 100, 40, &next, /*dense_exact=*/true);
+  EXPECT_EQ(next, (std::vector<std::uint64_t>{0b10001}));  // block-sparse stripes as before
+}
+
+// The exact count reads every block: a non-zero element at a block's end counts, and the last,
+// shorter block too; blocks outside [first, first + blocks) do not.
+TEST(HybridPlan, AnExactCountSeesEveryNonZeroBlockOfTheStripe) {
+  const std::vector<float> t = tensor(100, 7, [](std::uint64_t b) { return b % 3 == 0 || b == 98; });
+  EXPECT_EQ(count_stripe_blocks(t.data(), t.size(), DataType::f32, kBlock, 0, 100), 35u);  // 0, 3, ..., 99 and 98
+  EXPECT_EQ(count_stripe_blocks(t.data(), t.size(), DataType::f32, kBlock, 1, 2), 0u);
+  EXPECT_EQ(count_stripe_blocks(t.data(), t.size(), DataType::f32, kBlock, 96, 4), 3u);  // 96, 98 and 99 (the short one)
+  EXPECT_EQ(count_stripe_blocks(t.data(), t.size(), DataType::f32, kBlock, 0, 0), 0u);
+}
+
 // A sample at another phase sees other blocks: a stripe whose even blocks are non-zero looks
 // full at a phase that takes the first block of each pair and empty at one that takes the second.
 TEST(HybridPlan, TheSamplesPhaseSaysWhichBlockOfEachPartIsRead) {
