@@ -44,6 +44,7 @@ struct Options {
   int hybrid_dense_percent = -1;   // SPARCOLL_HYBRID_DENSE_PERCENT: a stripe whose union density reaches it goes dense; -1 = auto (by transport)
   std::uint32_t small_tensor_bytes = 65536;  // SPARCOLL_SMALL_TENSOR_BYTES: algo=auto's latency path up to here
   std::uint32_t hybrid_min_bytes = 2u << 20;  // SPARCOLL_HYBRID_MIN_BYTES: the hybrid sends smaller tensors whole, splits larger ones into stripes
+  std::uint32_t ring_segment_bytes = 2u << 20;  // SPARCOLL_RING_SEGMENT_BYTES: the ring goes round once per segment of this many bytes; 0 = whole tensor
   std::uint32_t hybrid_plan_reuse = 32;  // SPARCOLL_HYBRID_PLAN_REUSE: calls of one shape planned without an exchange; 0 = every call exchanges
 
   // --- deadlines ----------------------------------------------------------------------------

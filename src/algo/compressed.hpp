@@ -59,6 +59,7 @@ struct CompressedCall {
   std::size_t k = 0;     // resolved from Compression::k / density; n for algo none
   Compression c;
   std::uint64_t seed = 0;  // QSGD base seed, already resolved (fixed or per communicator)
+  std::size_t ring_segment_bytes = 0;  // topk_dense's ring: the communicator's SPARCOLL_RING_SEGMENT_BYTES
   // Filled by the algorithms (OpStats::payload_words_sent / control_words_sent).
   std::uint64_t payload_words = 0;
   std::uint64_t control_words = 0;

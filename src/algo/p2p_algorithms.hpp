@@ -59,8 +59,21 @@ inline std::size_t chunk_begin(std::size_t count, std::uint32_t n, std::uint32_t
 }
 
 // --- dense allreduce ------------------------------------------------------------------------
+// The ring goes round once per segment of segment_bytes of accumulators (SPARCOLL_RING_SEGMENT_BYTES;
+// 0: the whole tensor in one ring): a chunk reduced in one step is sent in the next while it is
+// still in the cache, where a chunk of a quarter of a 100 MiB tensor comes back from memory
+// (docs/perf.md, "The ring in segments").
 Task ring_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
-                      ReduceOp op, Scratch& scratch);
+                      ReduceOp op, std::size_t segment_bytes, Scratch& scratch);
+// The tags one ring may number, [0, kRingTags): a segment takes 2(n-1) of its own, so that a
+// fragment of the next segment never meets a receive of this one, the last carries the count
+// (ring.cpp), and a hybrid allreduce's dense runs number theirs from multiples of it
+// (coll/hybrid_allreduce.cpp).
+constexpr std::uint32_t kRingTags = 1u << 16;
+// Elements per segment of a ring over n > 1 ranks: segment_bytes of acc_bytes accumulators, at
+// least n (a chunk per rank), and at least count over the segments whose tags fit below kRingTags - 1;
+// the whole tensor when segment_bytes is 0. Only integers of the call: the same on every rank.
+std::size_t ring_segment_elems(std::size_t count, std::uint32_t n, std::size_t acc_bytes, std::size_t segment_bytes);
 Task butterfly_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                            ReduceOp op, Scratch& scratch);
 // log2(n) exchanges of the whole tensor: for small tensors, where latency decides.

@@ -2,6 +2,14 @@
 // owning one fully reduced chunk, then an allgather ring that passes the owned chunks around.
 // 2(n-1)/n of the data per rank on the wire, n-1 latency terms per phase: the bandwidth-
 // optimal choice for large dense tensors.
+//
+// A large tensor goes round in segments (p2p_algorithms.hpp, ring_segment_elems), one ring per
+// segment, one after another: the chunk a step reduces is the one the next step sends, and a
+// chunk of a 2 MiB segment is still in the cache when it is sent; one of a 100 MiB tensor's four
+// is not.
+// The segments change which rank reduces an element, so the segment size is a setting every
+// rank shares (SPARCOLL_RING_SEGMENT_BYTES), checked when the job starts.
+#include <algorithm>
 #include <cstring>
 
 #include "algo/p2p_algorithms.hpp"
@@ -58,22 +66,66 @@ std::byte* accumulators(void* recv, std::size_t count, DataType dtype, Scratch& 
 
 }  // namespace
 
+std::size_t ring_segment_elems(std::size_t count, std::uint32_t n, std::size_t acc_bytes, std::size_t segment_bytes) {
+  if (segment_bytes == 0 || n < 2 || count == 0) return std::max<std::size_t>(count, 1);
+  const std::size_t max_segments = (kRingTags - 1) / (2 * (std::size_t{n} - 1));  // the last tag: the count
+  if (max_segments < 2) return count;
+  const std::size_t fewest = count / max_segments + (count % max_segments != 0);
+  return std::max({segment_bytes / acc_bytes, std::size_t{n}, fewest});
+}
+
 Task ring_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
-                    ReduceOp op, Scratch& scratch) {
+                    ReduceOp op, std::size_t segment_bytes, Scratch& scratch) {
   const std::uint32_t n = peers.size(), r = peers.rank();
   const DataType acc_type = p2p::acc_type_of(dtype);
   std::byte* acc = accumulators(recv, count, dtype, scratch);
   if (acc != send) block::acc_load(dtype, send, acc, count);
-  if (n > 1) {
-    if (Status s = co_await reduce_scatter_phase(peers, acc, count, acc_type, op, 0, 0); !s.ok()) co_return s;
-  }
-  // Round (and divide, for avg) the owned chunk once; everyone else receives these bytes.
+  const std::size_t esize = dtype_size(dtype), es = block::acc_size(acc_type);
+  auto* out = static_cast<std::byte*>(recv);
   const std::uint32_t own = (r + 1) % n;
-  const std::size_t b = chunk_begin(count, n, own), e = chunk_begin(count, n, own + 1);
-  const std::size_t esize = dtype_size(dtype);
-  block::acc_store(dtype, op, acc + b * block::acc_size(acc_type), e - b, n, static_cast<std::byte*>(recv) + b * esize);
-  if (n == 1) co_return Status();
-  co_return co_await allgather_phase(peers, static_cast<std::byte*>(recv), count, esize, 1, n - 1);
+  // Round (and divide, for avg) the owned chunk of [first, first + len) once; everyone else
+  // receives these bytes.
+  auto store_own = [&](std::size_t first, std::size_t len) {
+    const std::size_t b = first + chunk_begin(len, n, own), e = first + chunk_begin(len, n, own + 1);
+    block::acc_store(dtype, op, acc + b * es, e - b, n, out + b * esize);
+  };
+  if (n == 1) {
+    store_own(0, count);
+    co_return Status();
+  }
+  const std::size_t segment = ring_segment_elems(count, n, es, segment_bytes);
+  const std::size_t segments = count == 0 ? 1 : (count + segment - 1) / segment;  // a count of 0 goes round once
+  auto first_of = [&](std::size_t k) { return std::min(k * segment, count); };
+  auto len_of = [&](std::size_t k) { return first_of(k + 1) - first_of(k); };
+  auto tag0_of = [n](std::size_t k) { return static_cast<std::uint32_t>(k * 2 * (n - 1)); };
+
+  // Counts that differ across ranks can leave the segments a rank shares with its left
+  // neighbour alike in size, one of the two going round segments the other never starts (8 and
+  // 12 segments of 4 elements): the first step carries the count when there are segments.
+  const std::uint32_t right = (r + 1) % n, left = (r + n - 1) % n;
+  const bool send_count = segment_bytes != 0 && count >= segment;
+  const std::uint64_t my_count = count;
+  std::uint64_t left_count = count;
+  if (send_count) {
+    peers.send(right, kRingTags - 1, &my_count, sizeof my_count);
+    peers.recv(left, kRingTags - 1, &left_count, sizeof left_count);
+  }
+
+  // One ring per segment, each with tags of its own.
+  for (std::size_t k = 0; k < segments; ++k) {
+    std::byte* seg_acc = acc + first_of(k) * es;
+    if (Status st = co_await reduce_scatter_phase(peers, seg_acc, len_of(k), acc_type, op, 0, tag0_of(k)); !st.ok())
+      co_return st;
+    if (left_count != count)
+      co_return Status(ErrorCode::mismatch, peers.what() + ": rank " + std::to_string(left) + " passed " +
+                                                std::to_string(left_count) + " elements, this rank " +
+                                                std::to_string(count) + " (counts differ across ranks)");
+    store_own(first_of(k), len_of(k));
+    if (Status st = co_await allgather_phase(peers, out + first_of(k) * esize, len_of(k), esize, 1, tag0_of(k) + n - 1);
+        !st.ok())
+      co_return st;
+  }
+  co_return Status();
 }
 
 Task ring_reduce_scatter(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,

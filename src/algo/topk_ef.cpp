@@ -132,7 +132,8 @@ Task topk_dense_allreduce(p2p::Peers& peers, CompressedCall& call, CompressScrat
   if (call.c.dense_algo == Algorithm::butterfly)
     st = co_await butterfly_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch);
   else
-    st = co_await ring_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op, dense_scratch);
+    st = co_await ring_allreduce(peers, s.values.data(), call.out, n, DataType::f32, call.c.op,
+                                 call.ring_segment_bytes, dense_scratch);
   call.payload_words = peers.bytes_sent() / 4;  // the dense algorithm's traffic, headers included
   ++t.calls;
   co_return st;

@@ -89,6 +89,7 @@ Status CommunicatorImpl::iallreduce_compressed(std::uint64_t tensor_id, const fl
     call.k = k;
     call.c = c;
     call.seed = c.seed.value_or(random_seed_);
+    call.ring_segment_bytes = options_.ring_segment_bytes;
   }
   return submit(op, "allreduce_compressed", problem, out_request, " (tensor id " + std::to_string(tensor_id) + ")");
 }

@@ -348,7 +348,9 @@ Task Executor::execute(CollOp& op) {
 
 Task Executor::allreduce(Algorithm algo, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
   switch (algo) {
-    case Algorithm::ring: co_return co_await algo::ring_allreduce(peers_, send, recv, count, dtype, op, scratch_);
+    case Algorithm::ring:
+      co_return co_await algo::ring_allreduce(peers_, send, recv, count, dtype, op, options_.ring_segment_bytes,
+                                              scratch_);
     case Algorithm::butterfly:
       co_return co_await algo::butterfly_allreduce(peers_, send, recv, count, dtype, op, scratch_);
     case Algorithm::recursive_doubling:

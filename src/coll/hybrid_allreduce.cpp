@@ -29,8 +29,9 @@ namespace sparcoll::coll {
 namespace {
 
 constexpr std::uint32_t kCountsTag = 0;
-// Each dense run numbers its algorithm's tags from here up (Peers::set_tag_base).
-constexpr std::uint32_t kRunTagStride = 1u << 16;
+// Each dense run numbers its algorithm's tags from here up (Peers::set_tag_base): the ring's
+// segments number theirs below kRingTags.
+constexpr std::uint32_t kRunTagStride = algo::kRingTags;
 
 bool is_dense(const std::vector<std::uint64_t>& mask, std::uint32_t s) { return (mask[s / 64] >> (s % 64)) & 1; }
 

@@ -41,6 +41,7 @@ std::vector<SharedSetting> shared_settings(const Options& o) {
       {"SPARCOLL_SMALL_TENSOR_BYTES", std::to_string(o.small_tensor_bytes)},
       {"SPARCOLL_HYBRID_MIN_BYTES", std::to_string(o.hybrid_min_bytes)},
       {"SPARCOLL_HYBRID_PLAN_REUSE", std::to_string(o.hybrid_plan_reuse)},
+      {"SPARCOLL_RING_SEGMENT_BYTES", std::to_string(o.ring_segment_bytes)},
       {"SPARCOLL_BLOCK_ELEMS", std::to_string(o.block_elems)},
       {"SPARCOLL_LANES", std::to_string(o.lanes)},
       {"SPARCOLL_FUSION", std::to_string(o.fusion)},

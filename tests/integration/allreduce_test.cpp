@@ -74,6 +74,33 @@ INSTANTIATE_TEST_SUITE_P(Dense, DenseAllreduceMatrix,
                                   std::get<2>(info.param);
                          });
 
+// The ring in segments of 1 KiB of accumulators (256 elements; the default is 2 MiB): many
+// segments, a tail shorter than the ranks (1283 = 5 x 256 + 3), chunks of no elements, and f16 /
+// bf16, whose fp32 accumulators are twice their bytes. Then the hybrid, whose dense stripes run
+// the ring, with its runs of dense stripes in segments.
+class RingSegmentsMatrix : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(RingSegmentsMatrix, EveryDtypeOpAndSizeInSmallSegments) {
+  const auto& [ranks, transport] = GetParam();
+  expect_passed(run_check(ranks, transport, 0,
+                          {"--algo", "ring", "--sizes", "0,1,255,257,1283,4099", "--densities", "0,0.1,1", "--patterns",
+                           "random", "--inflight", "3"},
+                          {"SPARCOLL_RING_SEGMENT_BYTES=1024"}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ring, RingSegmentsMatrix,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 8), ::testing::Values("shm", "tcp")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param);
+                         });
+
+TEST(HybridAllreduce, DenseStripesRunTheRingInSegments) {
+  expect_passed(run_check(3, "tcp", 0,
+                          {"--algo", "hybrid", "--sizes", "400003", "--densities", "0.01,0.5,1", "--patterns",
+                           "random,dense_half", "--inflight", "2"},
+                          {"SPARCOLL_HYBRID_MIN_BYTES=0", "SPARCOLL_RING_SEGMENT_BYTES=65536"}));
+}
+
 // auto's small allreduces run in the calling thread when nothing is queued (coll/executor.hpp,
 // run_here), else on the collective thread behind the queued ones: with 4 in flight, small and
 // large sizes mixed, each rank's stream switches between the two, and the order (and every sum)

@@ -43,7 +43,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "out_of_memory", "null_buffer", "hybrid_kept_plan_null_buffer", "misaligned",
                                          "die", "hang", "after_break", "wrong_token",
                                          "unreachable_store", "bad_option", "bad_range", "config_mismatch",
-                                         "unknown_variable"),
+                                         "ring_segment_mismatch", "unknown_variable"),
                        ::testing::Values("shm", "tcp")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
