@@ -101,26 +101,40 @@ void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, s
 
 namespace {
 
-// Block recursive doubling's estimated bytes in percent of the ring's, for ranks whose densest
-// has `densest` of its blocks non-zero: the sum over its log2(p) steps of the density of the
-// union of 2^k ranks (independent supports). In whole percent, rounded down, as the stripes'
-// rule: the same on every rank. The 1e-9 keeps a ratio that is whole on paper (10%) from
-// rounding down to the one below (1 - 0.9 = 0.0999..).
-std::uint32_t rd_percent_of_ring(double densest, std::uint32_t ranks) {
+// Block recursive doubling's estimated bytes in tensors, for ranks whose densest has `densest` of
+// its blocks non-zero: the sum over its log2(p) steps of the density of the union of 2^k ranks
+// (independent supports).
+double rd_share(double densest, std::uint32_t ranks) {
   double rd = 0, all_zero = 1 - densest;  // all_zero: the chance a block is zero on 2^k ranks
   for (std::uint32_t group = 1; group < ranks; group *= 2) {
     rd += 1 - all_zero;
     all_zero *= all_zero;
   }
+  return rd;
+}
+
+// The same in percent of the ring's bytes, in whole percent, rounded down, as the stripes' rule:
+// the same on every rank. The 1e-9 keeps a ratio that is whole on paper (10%) from rounding down
+// to the one below (1 - 0.9 = 0.0999..).
+std::uint32_t rd_percent_of_ring(double densest, std::uint32_t ranks) {
   const double ring = 2.0 * (ranks - 1) / ranks;
-  return static_cast<std::uint32_t>(rd / ring * 100.0 + 1e-9);
+  return static_cast<std::uint32_t>(rd_share(densest, ranks) / ring * 100.0 + 1e-9);
+}
+
+// Whether block recursive doubling is estimated to send more than the stripes' block-sparse
+// engine, (p-1)/p of (one rank's density + the union's), for ranks `densest` dense each.
+bool rd_above_engine(double densest, std::uint32_t ranks) {
+  double all_zero = 1.0;
+  for (std::uint32_t r = 0; r < ranks; ++r) all_zero *= 1.0 - densest;
+  const double engine = (ranks - 1.0) / ranks * (densest + (1.0 - all_zero));
+  return rd_share(densest, ranks) > engine + 1e-9;
 }
 
 }  // namespace
 
 bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
                                      std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent,
-                                     std::uint32_t min_percent) {
+                                     std::uint32_t min_percent, bool against_stripes) {
   if (ranks < 2 || nblocks == 0) return true;
   // The estimated blocks of the union of ranks [first, first + group): per stripe, the sampled
   // blocks non-zero on any of them, scaled to the stripe's length. Integers only: the same
@@ -155,7 +169,23 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
   }
   // min_percent% <= rd <= max_percent% of the ring's 2(p-1)/p of the tensor.
   const std::uint64_t ring = std::uint64_t{2} * (ranks - 1) * nblocks;
-  return rd * 100 * ranks <= std::uint64_t{max_percent} * ring && rd * 100 * ranks >= std::uint64_t{min_percent} * ring;
+  if (rd * 100 * ranks > std::uint64_t{max_percent} * ring || rd * 100 * ranks < std::uint64_t{min_percent} * ring)
+    return false;
+  if (!against_stripes || !std::has_single_bit(ranks)) return true;
+  // And its mean step bytes summed at most the engine's (p-1)/p (a rank's mean blocks + the
+  // union's). Means, not the largest group's as above: the largest of noisy samples is biased up,
+  // the more the more groups, so block recursive doubling's three maxima at 8 ranks against the
+  // engine's one lost it the 1% point, where it sends 0.91x the engine's bytes. Step k has p/2^k
+  // groups, so p x its mean is 2^k x the sum of its groups' unions; times p on both sides:
+  // p sum_k 2^k sum_v U(k, v) <= (p-1) (sum_r own(r) + p U(all)).
+  std::uint64_t rd_weighted = 0, own = 0;
+  for (std::uint32_t group = 1; group < ranks; group *= 2) {
+    std::uint64_t step = 0;
+    for (std::uint32_t v = 0; v < ranks; v += group) step += union_blocks(v, group);
+    rd_weighted += step * group;
+  }
+  for (std::uint32_t r = 0; r < ranks; ++r) own += union_blocks(r, 1);
+  return rd_weighted * ranks <= std::uint64_t{ranks - 1} * (own + std::uint64_t{ranks} * union_blocks(0, ranks));
 }
 
 namespace {
@@ -196,10 +226,12 @@ std::uint32_t union_percent(std::uint32_t d, std::uint32_t ranks) {
 
 }  // namespace
 
-std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent) {
+std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent, bool against_stripes) {
   if (ranks < 2) return 101;
   for (std::uint32_t d = 0; d <= 100; ++d)
-    if (rd_percent_of_ring(d / 100.0, ranks) > max_percent) return union_percent(d, ranks);
+    if (rd_percent_of_ring(d / 100.0, ranks) > max_percent ||
+        (against_stripes && std::has_single_bit(ranks) && rd_above_engine(d / 100.0, ranks)))
+      return union_percent(d, ranks);
   return 101;
 }
 

@@ -76,11 +76,24 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
 // the union of the largest group of 2^k ranks (the OR of their masks), plus one rank's blocks
 // for the fold when p is not a power of two. And at least min_percent of them (rd_min_percent):
 // a tensor in stripes sends the fewest bytes through the block-sparse engine, which then costs
-// less than block recursive doubling's passes over the tensor. Integers only: the same table
-// gives the same answer on every rank.
+// less than block recursive doubling's passes over the tensor. `against_stripes` (a tensor that
+// goes in stripes when block recursive doubling is not picked), with a power of two of ranks: and
+// at most the bytes the stripes' block-sparse engine is estimated to send, (p-1)/p of a rank's
+// blocks and of the union (a worker's blocks to their aggregators, an aggregator's share of the
+// union to the others), both from the ranks' means (its steps' groups' mean unions). Block recursive doubling's log2(p) steps send ever larger unions,
+// so from 8 ranks on the engine sends fewer above a few percent: at 8 ranks over tcp, 16 MiB at
+// 10% (block recursive doubling 1.08x the engine's bytes, 36% of the ring's), the engine was
+// 1.11-1.14x faster in the four measurements of bench-all's last two algorithm sections (docs/perf.md,
+// "Block recursive doubling against the engine's bytes"). At 2 and 4 ranks, wherever max_percent
+// allows it, block recursive doubling sends fewer bytes than the engine, so this changes nothing
+// there. Not with other rank counts: at 3 and 6 ranks over tcp block recursive doubling (its
+// fold and steps) took 0.73-0.98x the engine's time at 4 MiB and 1-10%, where the bytes favour
+// the engine. Where the stripes would go dense the ring is the alternative, whose bytes
+// max_percent bounds; the engine's estimate is below the ring's, so there this rule can only be
+// the stricter one. Integers only: the same table gives the same answer on every rank.
 bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
                                      std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent,
-                                     std::uint32_t min_percent = 0);
+                                     std::uint32_t min_percent = 0, bool against_stripes = false);
 
 // Tensors from SPARCOLL_HYBRID_MIN_BYTES up to below this many times it are planned as a tensor
 // sent whole (one exchange of sample masks, kept per shape), and go whole when block recursive
@@ -119,9 +132,11 @@ std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes);
 std::uint32_t rd_min_percent(bool over_shm, std::uint64_t bytes);
 
 // The union density (whole percent of the blocks non-zero on some rank) from which
-// prefer_block_recursive_doubling picks the dense algorithm, for `ranks` ranks as dense as each
-// other with independent supports; 101: never. Only multiplications: the same on every rank.
-std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent);
+// prefer_block_recursive_doubling picks the dense algorithm (or, `against_stripes`, the
+// stripes), for `ranks` ranks as dense as each other with independent supports; 101: never.
+// Only multiplications: the same on every rank.
+std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent,
+                                               bool against_stripes = false);
 // The union density (whole percent) below which prefer_block_recursive_doubling finds too few
 // bytes (min_percent) and the tensor goes in stripes, for ranks as above; 0: never.
 std::uint32_t whole_tensor_sparse_union_percent(std::uint32_t ranks, std::uint32_t min_percent);

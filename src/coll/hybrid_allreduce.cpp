@@ -80,7 +80,7 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
     const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();
     const bool block_rd = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
                                                                 op.hybrid.stripe_blocks, op.hybrid.rd_max_percent,
-                                                                op.hybrid.rd_min_percent);
+                                                                op.hybrid.rd_min_percent, op.hybrid.stripes_unless_rd);
     if (block_rd || !op.hybrid.stripes_unless_rd) {
       status = co_await hybrid_whole_tensor(op, block_rd);
     } else if (kept.dense != nullptr) {
@@ -173,13 +173,16 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
     plan_reuse_.record_stripes(key, next_plan_, union_blocks, nblocks);
     return;
   }
-  // The whole-tensor thresholds depend only on the ranks and rd_min_percent and rd_max_percent
-  // (the transport and the tensor's size): computed again only when those change.
-  if (op.hybrid.rd_min_percent != whole_low_for_ || op.hybrid.rd_max_percent != whole_high_for_) {
+  // The whole-tensor thresholds depend only on the ranks, rd_min_percent, rd_max_percent and
+  // stripes_unless_rd (the transport and the tensor's size): computed again only when those change.
+  if (op.hybrid.rd_min_percent != whole_low_for_ || op.hybrid.rd_max_percent != whole_high_for_ ||
+      op.hybrid.stripes_unless_rd != whole_high_against_stripes_) {
     whole_low_ = algo::whole_tensor_sparse_union_percent(peers_.size(), op.hybrid.rd_min_percent);
-    whole_high_ = algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent);
+    whole_high_ = algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent,
+                                                         op.hybrid.stripes_unless_rd);
     whole_low_for_ = op.hybrid.rd_min_percent;
     whole_high_for_ = op.hybrid.rd_max_percent;
+    whole_high_against_stripes_ = op.hybrid.stripes_unless_rd;
   }
   plan_reuse_.record_whole(key, exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
                            algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_low_, whole_high_),

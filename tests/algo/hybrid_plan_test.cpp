@@ -112,6 +112,42 @@ TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRin
   EXPECT_FALSE(prefer_block_recursive_doubling(none, 2, 1, 32, 512, 55, 1));
 }
 
+// Against the stripes (a tensor that goes in stripes when block recursive doubling is not
+// picked) and a power of two of ranks, block recursive doubling must also send no more than the
+// block-sparse engine is estimated to: (p-1)/p of the densest rank's blocks and of the union.
+TEST(HybridPlan, BlockRecursiveDoublingAgainstTheStripesSendsNoMoreThanTheEngine) {
+  // 8 ranks with the same 4 of 32 blocks: block recursive doubling sends 4 blocks at each of its
+  // 3 steps, 12 (21% of the ring's 56), the engine 7/8 of (4 + 4), 7.
+  std::vector<std::uint32_t> same(8, first_samples(4));
+  EXPECT_TRUE(prefer_block_recursive_doubling(same.data(), 8, 1, 32, 512, 45, 0));
+  EXPECT_FALSE(prefer_block_recursive_doubling(same.data(), 8, 1, 32, 512, 45, 0, /*against_stripes=*/true));
+  // Disjoint, 2 blocks each: 2 + 4 + 8 = 14 against the engine's 7/8 of (2 + 16), 15.75.
+  std::vector<std::uint32_t> disjoint;
+  for (int r = 0; r < 8; ++r) disjoint.push_back(samples_from(2 * r, 2));
+  EXPECT_TRUE(prefer_block_recursive_doubling(disjoint.data(), 8, 1, 32, 512, 45, 0, true));
+  // From the means: the sampled maxima are biased up, most in block recursive doubling's three.
+  // So one dense rank among empty ones (8 blocks) is judged as 8 ranks of 1: 1 + 2 + 4 blocks in
+  // the mean step against the engine's 7/8 of (1 + 8), and stays with block recursive doubling,
+  // as without this rule (the ring's 45% takes 24 of 56 blocks).
+  std::vector<std::uint32_t> lone(8, 0);
+  lone[0] = first_samples(8);
+  EXPECT_TRUE(prefer_block_recursive_doubling(lone.data(), 8, 1, 32, 512, 45, 0, true));
+  // Not with 6 ranks (measured: block recursive doubling's fold and steps beat the engine there
+  // where the bytes favour the engine), and at 2 ranks it always sends fewer.
+  EXPECT_TRUE(prefer_block_recursive_doubling(same.data(), 6, 1, 32, 512, 45, 0, true));
+  const std::uint32_t two[] = {first_samples(10), first_samples(10)};
+  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 45, 0, true));
+  // The whole tensor's result band follows: at 8 ranks, as dense as each other with independent
+  // supports, block recursive doubling's 3 steps send more than the engine from 6% (a union of
+  // 1 - 0.94^8 = 39%), where the ring's 45% alone allowed it to 13% (70%). At 4 and 2 ranks and at
+  // 6 the rule is the ring's alone.
+  EXPECT_EQ(whole_tensor_dense_union_percent(8, 45, true), 39u);
+  EXPECT_EQ(whole_tensor_dense_union_percent(8, 45), 70u);
+  EXPECT_EQ(whole_tensor_dense_union_percent(4, 45, true), whole_tensor_dense_union_percent(4, 45));
+  EXPECT_EQ(whole_tensor_dense_union_percent(2, 45, true), whole_tensor_dense_union_percent(2, 45));
+  EXPECT_EQ(whole_tensor_dense_union_percent(6, 45, true), whole_tensor_dense_union_percent(6, 45));
+}
+
 // A floor only over a wire above 8 MiB, where a tensor goes in stripes unless block recursive
 // doubling is picked.
 TEST(HybridPlan, BlockRecursiveDoublingNeedsAFewBytesOnlyOverAWireAbove8MiB) {
