@@ -76,19 +76,19 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
 // the union of the largest group of 2^k ranks (the OR of their masks), plus one rank's blocks
 // for the fold when p is not a power of two. And at least min_percent of them (rd_min_percent):
 // a tensor in stripes sends the fewest bytes through the block-sparse engine, which then costs
-// less than block recursive doubling's passes over the tensor. `against_stripes` (a tensor that
-// goes in stripes when block recursive doubling is not picked), with a power of two of ranks: and
-// at most the bytes the stripes' block-sparse engine is estimated to send, (p-1)/p of a rank's
-// blocks and of the union (a worker's blocks to their aggregators, an aggregator's share of the
-// union to the others), both from the ranks' means (its steps' groups' mean unions). Block recursive doubling's log2(p) steps send ever larger unions,
-// so from 8 ranks on the engine sends fewer above a few percent: at 8 ranks over tcp, 16 MiB at
-// 10% (block recursive doubling 1.08x the engine's bytes, 36% of the ring's), the engine was
-// 1.11-1.14x faster in the four measurements of bench-all's last two algorithm sections (docs/perf.md,
-// "Block recursive doubling against the engine's bytes"). At 2 and 4 ranks, wherever max_percent
-// allows it, block recursive doubling sends fewer bytes than the engine, so this changes nothing
-// there. Not with other rank counts: at 3 and 6 ranks over tcp block recursive doubling (its
-// fold and steps) took 0.73-0.98x the engine's time at 4 MiB and 1-10%, where the bytes favour
-// the engine. Where the stripes would go dense the ring is the alternative, whose bytes
+// less than block recursive doubling's passes over the tensor.
+// `against_stripes` (a tensor that goes in stripes when block recursive doubling is not picked),
+// with a power of two of ranks: and at most what the stripes' block-sparse engine is estimated to
+// send, (p-1)/p of a rank's blocks and of the union (a worker's blocks to their aggregators, an
+// aggregator's share of the union to the others), both sides from the ranks' means (a step's mean
+// union over its groups; the largest of noisy samples is biased up). Its log2(p) steps send ever
+// larger unions, so from 8 ranks the engine sends fewer above about 6%: at 8 ranks over tcp, 16
+// MiB at 10% (1.08x the engine's bytes, 36% of the ring's), the engine was 1.11-1.14x faster in
+// four measurements (docs/perf.md, "Block recursive doubling against the engine's bytes"). At 2
+// and 4 ranks it sends fewer than the engine wherever max_percent allows it: nothing changes
+// there. Not at other rank counts: at 3 and 6 ranks over tcp, where the bytes favour the engine
+// at every density, block recursive doubling (its fold and steps) was as fast or faster at 10 of
+// 12 points. Where the stripes would go dense the ring is the alternative, whose bytes
 // max_percent bounds; the engine's estimate is below the ring's, so there this rule can only be
 // the stricter one. Integers only: the same table gives the same answer on every rank.
 bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
