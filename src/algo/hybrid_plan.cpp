@@ -268,11 +268,16 @@ void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>
     if (first >= nblocks) break;
     const std::uint64_t blocks = std::min<std::uint64_t>(stripe_blocks, nblocks - first);
     const bool was_dense = s / 64 < plan.size() && ((plan[s / 64] >> (s % 64)) & 1);
-    const std::uint32_t threshold =
-        was_dense && !dense_exact ? dense_percent - std::min(dense_percent, kFollowHysteresisPercent) : dense_percent;
-    if (std::min<std::uint64_t>(counts[s], blocks) * 100 >= std::uint64_t{threshold} * blocks)
-      (*next)[s / 64] |= std::uint64_t{1} << (s % 64);
+    const bool dense = was_dense && !dense_exact
+                           ? !sample_leaves_dense(counts[s], blocks, dense_percent)
+                           : std::min<std::uint64_t>(counts[s], blocks) * 100 >= std::uint64_t{dense_percent} * blocks;
+    if (dense) (*next)[s / 64] |= std::uint64_t{1} << (s % 64);
   }
+}
+
+bool sample_leaves_dense(std::uint32_t count, std::uint64_t blocks, std::uint32_t dense_percent) {
+  const std::uint32_t threshold = dense_percent - std::min(dense_percent, kFollowHysteresisPercent);
+  return std::min<std::uint64_t>(count, blocks) * 100 < std::uint64_t{threshold} * blocks;
 }
 
 Algorithm dense_algorithm_below_stripes(std::uint32_t ranks) {

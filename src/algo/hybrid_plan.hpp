@@ -160,6 +160,14 @@ void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>
                    std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t dense_percent,
                    std::vector<std::uint64_t>* next, bool dense_exact = false);
 
+// Whether a dense stripe of `blocks` whose result count is `count` goes block-sparse on the next
+// call (follow_result's rule for a dense stripe counted by a sample). A sample of 32 blocks is too
+// noisy to act on alone: at 4 ranks and 30% density (a union of 76% against the wire's 65, so
+// 60 with the hysteresis) one of 32 stripes crossed on about every other call, and one
+// block-sparse stripe among dense ones costs the whole call the engine beside the ring (16 MiB
+// over tcp: 36 against 28 ms). So the executor counts such a stripe exactly before it leaves.
+bool sample_leaves_dense(std::uint32_t count, std::uint64_t blocks, std::uint32_t dense_percent);
+
 // For a tensor sent whole: what its result calls for, from its sampled counts of non-zero blocks
 // per stripe (sample_stripe_counts of the result: the union of every rank's blocks, the same bits
 // on every rank): block recursive doubling while the whole tensor's union density is at least

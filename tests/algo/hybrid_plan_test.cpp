@@ -290,6 +290,12 @@ TEST(HybridPlan, APlanFollowsItsResultWithHysteresisOnTheSampledDenseStripes) {
   EXPECT_EQ(next, all_dense);  // 0: every stripe dense
   follow_result(counts, all_sparse, 5, 450, 100, 101, &next);
   EXPECT_EQ(next, all_sparse);  // above 100: none
+  // The same rule, alone: what makes the executor count a sampled dense stripe exactly first.
+  EXPECT_FALSE(sample_leaves_dense(35, 100, 40));
+  EXPECT_TRUE(sample_leaves_dense(34, 100, 40));
+  EXPECT_TRUE(sample_leaves_dense(19, 32, 65));  // 59% of a 32-block sample against 60
+  EXPECT_FALSE(sample_leaves_dense(20, 32, 65));
+  EXPECT_FALSE(sample_leaves_dense(0, 32, 3));   // a threshold at or below the hysteresis: never
 }
 
 // After the call that exchanged the samples the dense stripes' counts are exact: they meet the

@@ -168,6 +168,49 @@ bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
   return true;
 }
 
+// The other way: a tensor whose every stripe is well above the dense threshold in union (3
+// ranks, 35% of the blocks each, drawn apart by a hash: a union of 72% against 65 over a wire, 60
+// with the hysteresis; 32 over shm), 20 MiB, so in stripes on every transport. Its dense stripes'
+// results are sampled, 32 blocks each, and over a wire some of the 40 samples fell below 60% on
+// most calls, which sent that stripe to the engine beside the ring (1.3x the call's time at 4
+// ranks). A dense stripe now leaves only on an exact count, so from the fifth call every
+// element goes dense; every call sums right.
+bool hybrid_dense_plan_stays_dense(sparcoll::Communicator& comm) {
+  const std::size_t count = std::size_t{5} << 20, blocks = count / 256;
+  const auto nonzero_on = [](std::uint64_t block, int rank) {
+    std::uint64_t h = (block + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<std::uint64_t>(rank) + 1) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return h % 100 < 35;
+  };
+  std::vector<float> v(count);
+  for (int call = 1; call <= 14; ++call) {
+    std::fill(v.begin(), v.end(), 0.0f);
+    for (std::size_t b = 0; b < blocks; ++b)
+      if (nonzero_on(b, comm.rank())) v[b * 256 + 255] = static_cast<float>(comm.rank() + 1);
+    sparcoll::Request r = comm.iallreduce(v.data(), v.data(), count, DataType::f32, ReduceOp::sum,
+                                          sparcoll::Algorithm::hybrid);
+    r.wait();
+    for (std::size_t b = 0; b < blocks; ++b) {
+      float want = 0.0f;
+      for (int p = 0; p < comm.size(); ++p)
+        if (nonzero_on(b, p)) want += static_cast<float>(p + 1);
+      if (v[b * 256 + 255] != want) {
+        std::printf("fault: rank %d: call %d of the dense hybrid allreduce gave a wrong sum in block %zu\n",
+                    comm.rank(), call, b);
+        return false;
+      }
+    }
+    if (call >= 5 && r.stats().dense_elements != count) {
+      std::printf("fault: rank %d: call %d of the dense hybrid allreduce sent %llu of %zu elements dense\n",
+                  comm.rank(), call, static_cast<unsigned long long>(r.stats().dense_elements), count);
+      return false;
+    }
+  }
+  return true;
+}
+
 // A tensor sent whole by block recursive doubling counts its result's blocks in the union the
 // algorithm ends with, not in a sample of the result. 1 MiB, 1% of the blocks on each rank: the
 // third call plans from the kept masks; the fourth, dense, still does (block recursive doubling,
@@ -485,7 +528,7 @@ int main(int argc, char** argv) {
       // refused before it plans: every rank fails it, forgets its tables, and the calls after
       // it (the same shapes) still meet and sum right (algo/plan_reuse.hpp).
       if (!hybrid_sums_right(*comm, 4) || !hybrid_plan_settles_on_the_union(*comm) ||
-          !hybrid_middle_range_goes_whole_only_when_sparse(*comm) ||
+          !hybrid_dense_plan_stays_dense(*comm) || !hybrid_middle_range_goes_whole_only_when_sparse(*comm) ||
           !hybrid_whole_range_stripes_follow_the_results(*comm) || !hybrid_whole_tensor_sees_its_union(*comm))
         return 1;
       std::vector<float> v(kHybridShapes[0], 1.0f);
