@@ -127,22 +127,22 @@ bool hybrid_sums_right(sparcoll::Communicator& comm, int rounds) {
   return true;
 }
 
-// A tensor whose every stripe is well below the dense threshold in union (3 ranks, 9% of the
-// blocks each, drawn apart by a hash: a union of 25% against 32 over shm at 3 ranks and 65 over a
-// wire), but whose 32-block samples send some stripes dense at the exchange (over shm). The plan follows
-// the results (the block-sparse stripes' exact union counts, the dense ones sampled at a new
-// phase each call), so by the 12th call every stripe goes block-sparse; every call sums right.
-bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
-  const std::size_t count = std::size_t{4} << 20, blocks = count / 256;
-  const auto nonzero_on = [](std::uint64_t block, int rank) {
+// `calls` hybrid allreduces of `count` f32 in place, each rank's blocks non-zero with `percent`%
+// chance (a hash of block and rank: the ranks' supports independent, the same on every call);
+// every call must sum right, and from call `settled_from` on send `settled_dense` elements
+// dense. `what` names the check in its failure.
+bool hybrid_plan_settles(sparcoll::Communicator& comm, const char* what, std::size_t count, int percent, int calls,
+                         int settled_from, std::size_t settled_dense) {
+  const std::size_t blocks = count / 256;
+  const auto nonzero_on = [percent](std::uint64_t block, int rank) {
     std::uint64_t h = (block + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<std::uint64_t>(rank) + 1) * 0xC2B2AE3D27D4EB4Full;
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 32;
-    return h % 100 < 9;
+    return h % 100 < static_cast<std::uint64_t>(percent);
   };
   std::vector<float> v(count);
-  for (int call = 1; call <= 16; ++call) {
+  for (int call = 1; call <= calls; ++call) {
     std::fill(v.begin(), v.end(), 0.0f);
     for (std::size_t b = 0; b < blocks; ++b)
       if (nonzero_on(b, comm.rank())) v[b * 256 + 255] = static_cast<float>(comm.rank() + 1);
@@ -154,61 +154,39 @@ bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
       for (int p = 0; p < comm.size(); ++p)
         if (nonzero_on(b, p)) want += static_cast<float>(p + 1);
       if (v[b * 256 + 255] != want) {
-        std::printf("fault: rank %d: call %d of the settling hybrid allreduce gave a wrong sum in block %zu\n",
-                    comm.rank(), call, b);
+        std::printf("fault: rank %d: call %d of the %s hybrid allreduce gave a wrong sum in block %zu\n", comm.rank(),
+                    call, what, b);
         return false;
       }
     }
-    if (call >= 12 && r.stats().dense_elements != 0) {
-      std::printf("fault: rank %d: call %d of the settling hybrid allreduce still sent %llu elements dense\n",
-                  comm.rank(), call, static_cast<unsigned long long>(r.stats().dense_elements));
+    if (call >= settled_from && r.stats().dense_elements != settled_dense) {
+      std::printf("fault: rank %d: call %d of the %s hybrid allreduce sent %llu of %zu elements dense, not %zu\n",
+                  comm.rank(), call, what, static_cast<unsigned long long>(r.stats().dense_elements), count,
+                  settled_dense);
       return false;
     }
   }
   return true;
 }
 
+// A tensor whose every stripe is well below the dense threshold in union (3 ranks, 9% of the
+// blocks each: a union of 25% against 32 over shm at 3 ranks and 65 over a wire), but whose
+// 32-block samples send some stripes dense at the exchange (over shm). The plan follows the
+// results (the block-sparse stripes' exact union counts, the dense ones sampled at a new phase
+// each call), so by the 12th call every stripe goes block-sparse.
+bool hybrid_plan_settles_on_the_union(sparcoll::Communicator& comm) {
+  return hybrid_plan_settles(comm, "settling", std::size_t{4} << 20, 9, 16, 12, 0);
+}
+
 // The other way: a tensor whose every stripe is well above the dense threshold in union (3
-// ranks, 35% of the blocks each, drawn apart by a hash: a union of 72% against 65 over a wire, 60
-// with the hysteresis; 32 over shm), 20 MiB, so in stripes on every transport. Its dense stripes'
-// results are sampled, 32 blocks each, and over a wire some of the 40 samples fell below 60% on
-// most calls, which sent that stripe to the engine beside the ring (1.3x the call's time at 4
-// ranks). A dense stripe now leaves only on an exact count, so from the fifth call every
-// element goes dense; every call sums right.
+// ranks, 35% of the blocks each: a union of 72% against 65 over a wire, 60 with the hysteresis;
+// 32 over shm), 20 MiB, so in stripes on every transport. Its dense stripes' results are sampled,
+// 32 blocks each, and over a wire some of the 40 samples fell below 60% on most calls, which sent
+// that stripe to the engine beside the ring (1.3x the call's time at 4 ranks). A dense stripe now
+// leaves only on an exact count, so from the fifth call every element goes dense.
 bool hybrid_dense_plan_stays_dense(sparcoll::Communicator& comm) {
-  const std::size_t count = std::size_t{5} << 20, blocks = count / 256;
-  const auto nonzero_on = [](std::uint64_t block, int rank) {
-    std::uint64_t h = (block + 1) * 0x9E3779B97F4A7C15ull ^ (static_cast<std::uint64_t>(rank) + 1) * 0xC2B2AE3D27D4EB4Full;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return h % 100 < 35;
-  };
-  std::vector<float> v(count);
-  for (int call = 1; call <= 14; ++call) {
-    std::fill(v.begin(), v.end(), 0.0f);
-    for (std::size_t b = 0; b < blocks; ++b)
-      if (nonzero_on(b, comm.rank())) v[b * 256 + 255] = static_cast<float>(comm.rank() + 1);
-    sparcoll::Request r = comm.iallreduce(v.data(), v.data(), count, DataType::f32, ReduceOp::sum,
-                                          sparcoll::Algorithm::hybrid);
-    r.wait();
-    for (std::size_t b = 0; b < blocks; ++b) {
-      float want = 0.0f;
-      for (int p = 0; p < comm.size(); ++p)
-        if (nonzero_on(b, p)) want += static_cast<float>(p + 1);
-      if (v[b * 256 + 255] != want) {
-        std::printf("fault: rank %d: call %d of the dense hybrid allreduce gave a wrong sum in block %zu\n",
-                    comm.rank(), call, b);
-        return false;
-      }
-    }
-    if (call >= 5 && r.stats().dense_elements != count) {
-      std::printf("fault: rank %d: call %d of the dense hybrid allreduce sent %llu of %zu elements dense\n",
-                  comm.rank(), call, static_cast<unsigned long long>(r.stats().dense_elements), count);
-      return false;
-    }
-  }
-  return true;
+  const std::size_t count = std::size_t{5} << 20;
+  return hybrid_plan_settles(comm, "dense", count, 35, 14, 5, count);
 }
 
 // A tensor sent whole by block recursive doubling counts its result's blocks in the union the
