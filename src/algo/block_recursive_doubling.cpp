@@ -39,7 +39,18 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
                                                       " blocks, more than a block set counts (2^32 - 1)");
   std::vector<std::uint64_t>& bits = scratch.sparse.bits;
   bits.assign(g.words() + 1, 0);  // +1: never empty
-  block::scan_nonzero_blocks(send, count, dtype, block_elems, bits.data());
+  // In place, recv keeps this rank's input until the result is written into it, and a block
+  // absent from the result is zero there already: only its zero blocks holding a -0.0 need
+  // writing (to_clear, block_set.hpp). Out of place, every absent block is written.
+  const std::uint64_t* to_clear = nullptr;
+  if (send == recv) {
+    std::vector<std::uint64_t>& signed_zero = scratch.sparse.signed_zero_bits;
+    signed_zero.assign(g.words() + 1, 0);
+    block::scan_nonzero_blocks(send, count, dtype, block_elems, bits.data(), signed_zero.data());
+    to_clear = signed_zero.data();
+  } else {
+    block::scan_nonzero_blocks(send, count, dtype, block_elems, bits.data());
+  }
   std::vector<std::byte>* cur = &scratch.tmp;
   std::vector<std::byte>* spare = &scratch.tmp2;
   std::vector<std::byte>& received = scratch.tmp3;
@@ -87,7 +98,7 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
     if (Status s = co_await peers.wait(); !s.ok()) co_return s;
     BlockSetView result;
     if (Status s = parse(received, r + 1, "(unfold)", &result); !s.ok()) co_return s;
-    unpack_block_set(result, g, dtype, op, n, recv);
+    unpack_block_set(result, g, dtype, op, n, recv, to_clear);
     keep_union(result, nullptr);
     co_return Status();
   }
@@ -120,7 +131,7 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
         std::byte* theirs_values = received.data() + (theirs.values - received.data());
         if (merge_block_set_into_whole(theirs, theirs_values, (me & mask) != 0, g, dtype, op, recv))
           co_return Status();
-      } else if (merge_block_sets_into(left, right, g, dtype, op, recv)) {
+      } else if (merge_block_sets_into(left, right, g, dtype, op, recv, to_clear)) {
         co_return Status();
       }
     }
@@ -131,7 +142,7 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
     peers.send(r - 1, kUnfoldTag, cur->data(), cur->size());
     if (Status s = co_await peers.wait(); !s.ok()) co_return s;
   }
-  unpack_block_set(view_cur(), g, dtype, op, n, recv);
+  unpack_block_set(view_cur(), g, dtype, op, n, recv, to_clear);
   keep_union(view_cur(), nullptr);
   co_return Status();
 }

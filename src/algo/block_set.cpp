@@ -25,10 +25,40 @@ std::size_t next_block(const std::uint64_t* bits, std::size_t from, std::size_t 
   return b < nblocks ? b : nblocks;
 }
 
+// The first block at or after `from` set in a or in b (or nblocks), word by word.
+std::size_t next_in_either(const std::uint64_t* a, const std::uint64_t* b, std::size_t from,
+                           std::size_t nblocks) noexcept {
+  const std::size_t words = (nblocks + 63) / 64;
+  std::size_t w = from / 64;
+  if (w >= words) return nblocks;
+  std::uint64_t word = (a[w] | b[w]) & (~std::uint64_t{0} << (from % 64));
+  while (word == 0) {
+    if (++w >= words) return nblocks;
+    word = a[w] | b[w];
+  }
+  const std::size_t blk = w * 64 + static_cast<std::size_t>(std::countr_zero(word));
+  return blk < nblocks ? blk : nblocks;
+}
+
 // Elements of blocks [first, end).
 std::size_t elems_of_run(const BlockGeometry& g, std::size_t first, std::size_t end) noexcept {
   const std::size_t stop = end * g.block_elems;
   return (stop < g.count ? stop : g.count) - first * g.block_elems;
+}
+
+// Blocks [first, end), absent from the result, set to +0 in `out` (elements of esize bytes): all
+// of them, or only those set in `to_clear` (merge_block_sets_into says when that suffices).
+void clear_absent(std::byte* out, std::size_t esize, const BlockGeometry& g, std::size_t first, std::size_t end,
+                  const std::uint64_t* to_clear) noexcept {
+  if (to_clear == nullptr) {
+    std::memset(out + first * g.block_elems * esize, 0, elems_of_run(g, first, end) * esize);
+    return;
+  }
+  for (std::size_t s = next_block(to_clear, first, end, true); s < end;) {
+    const std::size_t e = next_block(to_clear, s, end, false);
+    std::memset(out + s * g.block_elems * esize, 0, elems_of_run(g, s, e) * esize);
+    s = next_block(to_clear, e, end, true);
+  }
 }
 
 // Sizes *out for a set of `present` blocks, with value_bytes of their values after the bitmap
@@ -90,13 +120,14 @@ void merge_runs(const BlockSetView& a, const BlockSetView& b, const BlockGeometr
   std::size_t blk = 0;
   while (blk < nblocks) {
     const bool in_a = test(a.bits, blk), in_b = test(b.bits, blk);
-    std::size_t end = blk + 1;
-    while (end < nblocks && test(a.bits, end) == in_a && test(b.bits, end) == in_b) ++end;
-    if (!in_a && !in_b) {
+    if (!in_a && !in_b) {  // most of a sparse tensor: skipped a word at a time
+      const std::size_t end = next_in_either(a.bits, b.bits, blk + 1, nblocks);
       gap(blk, end);
       blk = end;
       continue;
     }
+    std::size_t end = blk + 1;
+    while (end < nblocks && test(a.bits, end) == in_a && test(b.bits, end) == in_b) ++end;
     const std::size_t n = elems_of_run(g, blk, end);
     std::byte* dst = place(blk, end);
     if (in_a && in_b) {
@@ -140,13 +171,13 @@ void merge_block_sets(const BlockSetView& a, const BlockSetView& b, const BlockG
 }
 
 bool merge_block_sets_into(const BlockSetView& a, const BlockSetView& b, const BlockGeometry& g, DataType dtype,
-                           ReduceOp op, void* recv) {
+                           ReduceOp op, void* recv, const std::uint64_t* to_clear) {
   if (dtype != g.acc_type || op == ReduceOp::avg) return false;  // the accumulators are not the result's bytes
   auto* out = static_cast<std::byte*>(recv);
   const std::size_t block_bytes = std::size_t{g.block_elems} * 4;
   merge_runs(
       a, b, g, op, [&](std::size_t first, std::size_t) { return out + first * block_bytes; },
-      [&](std::size_t first, std::size_t end) { std::memset(out + first * block_bytes, 0, elems_of_run(g, first, end) * 4); });
+      [&](std::size_t first, std::size_t end) { clear_absent(out, 4, g, first, end, to_clear); });
   return true;
 }
 
@@ -177,13 +208,13 @@ bool merge_block_set_into_whole(const BlockSetView& other, std::byte* other_valu
 }
 
 void unpack_block_set(const BlockSetView& set, const BlockGeometry& g, DataType dtype, ReduceOp op,
-                      std::uint32_t nranks, void* recv) {
+                      std::uint32_t nranks, void* recv, const std::uint64_t* to_clear) {
   const std::size_t nblocks = g.blocks(), esize = dtype_size(dtype);
   auto* out = static_cast<std::byte*>(recv);
   const std::byte* values = set.values;
   for (std::size_t b = 0; b < nblocks;) {
     const std::size_t s = next_block(set.bits, b, nblocks, true);
-    if (s > b) std::memset(out + b * g.block_elems * esize, 0, elems_of_run(g, b, s) * esize);
+    if (s > b) clear_absent(out, esize, g, b, s, to_clear);
     if (s == nblocks) break;
     const std::size_t e = next_block(set.bits, s, nblocks, false);
     const std::size_t n = elems_of_run(g, s, e);

@@ -30,6 +30,7 @@ struct SparseScratch {
   std::vector<SparseMessage> messages;               // every rank's final range
   std::vector<std::uint32_t> dense_acc, dense_tmp;   // a densified range (dsar)
   std::vector<std::uint64_t> bits;                   // bitmap of a dense input's non-zero blocks
+  std::vector<std::uint64_t> signed_zero_bits;       // its zero blocks that hold a -0.0 (in place)
   // Block recursive doubling's result blocks (the union of every rank's non-zero blocks, the
   // same bits on every rank), left for a caller that counts them (the hybrid's kept plans).
   std::vector<std::uint64_t> union_bits;
@@ -62,7 +63,7 @@ inline std::size_t chunk_begin(std::size_t count, std::uint32_t n, std::uint32_t
 // The ring goes round once per segment of segment_bytes of accumulators (SPARCOLL_RING_SEGMENT_BYTES;
 // 0: the whole tensor in one ring): a chunk reduced in one step is sent in the next while it is
 // still in the cache, where a chunk of a quarter of a 100 MiB tensor comes back from memory
-// (docs/perf.md, "The ring in segments").
+// (docs/perf-log.md, "The ring in segments").
 Task ring_allreduce(p2p::Peers& peers, const void* send, void* recv, std::size_t count, DataType dtype,
                       ReduceOp op, std::size_t segment_bytes, Scratch& scratch);
 // The tags one ring may number, [0, kRingTags): a segment takes 2(n-1) of its own, so that a

@@ -117,6 +117,46 @@ TEST(BlockSet, MergingIntoTheTensorGivesTheBitsOfMergeThenUnpack) {
   EXPECT_EQ(out[0], 42.0f);
 }
 
+// In place (recv holds this rank's own input, b): a block absent from the result is zero in b
+// too, so only b's zero blocks holding a -0.0 (the scan's signed_zero_bits) are written, and the
+// bytes are those of writing every absent block. An absent block not in to_clear is not touched.
+TEST(BlockSet, InPlaceOnlyTheNegativeZeroBlocksAreWrittenWithTheSameBits) {
+  for (const std::size_t count : {0u, 1u, 9u, 8u * 70 + 3, 8u * 128}) {
+    const BlockGeometry g{count, kBlock, DataType::f32};
+    const auto a = tensor(count, 5, [](std::size_t b) { return b % 5 == 0; });
+    auto b = tensor(count, 6, [](std::size_t b) { return b % 7 == 3; });
+    if (count > 3 * kBlock) b[kBlock + 2] = -0.0f;  // block 1: only a -0, zero on both ranks
+    std::vector<std::uint64_t> bits(g.words() + 1, 0), signed_zero(g.words() + 1, 0);
+    block::scan_nonzero_blocks(b.data(), count, DataType::f32, kBlock, bits.data(), signed_zero.data());
+    std::vector<std::byte> sb;
+    pack_block_set(b.data(), DataType::f32, bits.data(), g, &sb);
+    const auto sa = pack(a, g);
+    for (const ReduceOp op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max}) {
+      std::vector<float> want(count, 42.0f), got = b;
+      ASSERT_TRUE(merge_block_sets_into(parse_ok(sa, g), parse_ok(sb, g), g, DataType::f32, op, want.data()));
+      ASSERT_TRUE(merge_block_sets_into(parse_ok(sa, g), parse_ok(sb, g), g, DataType::f32, op, got.data(),
+                                        signed_zero.data()));
+      ASSERT_TRUE(count == 0 || std::memcmp(want.data(), got.data(), count * 4) == 0)
+          << "count " << count << " op " << static_cast<int>(op);
+      std::vector<std::byte> merged;
+      merge_block_sets(parse_ok(sa, g), parse_ok(sb, g), g, op, &merged);
+      std::vector<float> unpacked = b;
+      unpack_block_set(parse_ok(merged, g), g, DataType::f32, op, 2, unpacked.data(), signed_zero.data());
+      ASSERT_TRUE(count == 0 || std::memcmp(want.data(), unpacked.data(), count * 4) == 0)
+          << "unpacked, count " << count << " op " << static_cast<int>(op);
+    }
+    if (count > 3 * kBlock) {
+      EXPECT_TRUE(block::test_bit(signed_zero.data(), 1)) << "the scan marks the -0 block";
+      // Block 2 is in neither set and holds +0 already: with nothing to clear it is left alone.
+      std::vector<float> untouched(count, 42.0f);
+      const std::vector<std::uint64_t> none(g.words() + 1, 0);
+      ASSERT_TRUE(merge_block_sets_into(parse_ok(sa, g), parse_ok(sb, g), g, DataType::f32, ReduceOp::sum,
+                                        untouched.data(), none.data()));
+      EXPECT_EQ(untouched[2 * kBlock], 42.0f);
+    }
+  }
+}
+
 TEST(BlockSet, AWholeTensorsSetIsItsHeadThenTheTensorItself) {
   for (const std::size_t count : {1u, 8u, 9u, 8u * 70 + 3}) {
     const BlockGeometry g{count, kBlock, DataType::f32};
