@@ -121,12 +121,18 @@ std::uint32_t rd_percent_of_ring(double densest, std::uint32_t ranks) {
   return static_cast<std::uint32_t>(rd_share(densest, ranks) / ring * 100.0 + 1e-9);
 }
 
+// The density of the union of `ranks` ranks each `density` dense with independent supports:
+// 1 - (1 - density)^ranks, the power by multiplication (the same bits everywhere).
+double union_density(double density, std::uint32_t ranks) {
+  double all_zero = 1.0;
+  for (std::uint32_t r = 0; r < ranks; ++r) all_zero *= 1.0 - density;
+  return 1.0 - all_zero;
+}
+
 // Whether block recursive doubling is estimated to send more than the stripes' block-sparse
 // engine, (p-1)/p of (one rank's density + the union's), for ranks `densest` dense each.
 bool rd_above_engine(double densest, std::uint32_t ranks) {
-  double all_zero = 1.0;
-  for (std::uint32_t r = 0; r < ranks; ++r) all_zero *= 1.0 - densest;
-  const double engine = (ranks - 1.0) / ranks * (densest + (1.0 - all_zero));
+  const double engine = (ranks - 1.0) / ranks * (densest + union_density(densest, ranks));
   return rd_share(densest, ranks) > engine + 1e-9;
 }
 
@@ -134,7 +140,7 @@ bool rd_above_engine(double densest, std::uint32_t ranks) {
 
 bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
                                      std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent,
-                                     std::uint32_t min_percent, bool against_stripes) {
+                                     bool against_stripes) {
   if (ranks < 2 || nblocks == 0) return true;
   // The estimated blocks of the union of ranks [first, first + group): per stripe, the sampled
   // blocks non-zero on any of them, scaled to the stripe's length. Integers only: the same
@@ -167,10 +173,9 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
       largest = std::max(largest, union_blocks(real(v), real(v + group) - real(v)));
     rd += largest;
   }
-  // min_percent% <= rd <= max_percent% of the ring's 2(p-1)/p of the tensor.
+  // rd <= max_percent% of the ring's 2(p-1)/p of the tensor.
   const std::uint64_t ring = std::uint64_t{2} * (ranks - 1) * nblocks;
-  if (rd * 100 * ranks > std::uint64_t{max_percent} * ring || rd * 100 * ranks < std::uint64_t{min_percent} * ring)
-    return false;
+  if (rd * 100 * ranks > std::uint64_t{max_percent} * ring) return false;
   if (!against_stripes || !std::has_single_bit(ranks)) return true;
   // And its mean step bytes summed at most the engine's (p-1)/p (a rank's mean blocks + the
   // union's). Means, not the largest group's as above: the largest of noisy samples is biased up,
@@ -178,13 +183,13 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
   // engine's one lost it the 1% point, where it sends 0.91x the engine's bytes. Step k has p/2^k
   // groups, so p x its mean is 2^k x the sum of its groups' unions; times p on both sides:
   // p sum_k 2^k sum_v U(k, v) <= (p-1) (sum_r own(r) + p U(all)).
-  std::uint64_t rd_weighted = 0, own = 0;
+  std::uint64_t rd_weighted = 0, own = 0;  // own: the first step's sum, every rank's own blocks
   for (std::uint32_t group = 1; group < ranks; group *= 2) {
     std::uint64_t step = 0;
     for (std::uint32_t v = 0; v < ranks; v += group) step += union_blocks(v, group);
     rd_weighted += step * group;
+    if (group == 1) own = step;
   }
-  for (std::uint32_t r = 0; r < ranks; ++r) own += union_blocks(r, 1);
   return rd_weighted * ranks <= std::uint64_t{ranks - 1} * (own + std::uint64_t{ranks} * union_blocks(0, ranks));
 }
 
@@ -209,19 +214,11 @@ std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes) {
   return over_shm ? shrinking_percent(bytes, 2048 * KiB, 20, 5, 10) : shrinking_percent(bytes, 256 * KiB, 80, 12, 45);
 }
 
-std::uint32_t rd_min_percent(bool over_shm, std::uint64_t bytes) {
-  constexpr std::uint64_t MiB = 1024 * 1024;
-  return !over_shm && bytes > 8 * MiB ? 3 : 0;
-}
-
 namespace {
 
-// The union density of `ranks` ranks each `d` percent dense with independent supports, in whole
-// percent (rounded down): (1 - d)^ranks by multiplication, the same bits everywhere.
+// union_density for ranks `d` percent dense each, in whole percent (rounded down).
 std::uint32_t union_percent(std::uint32_t d, std::uint32_t ranks) {
-  double all_zero = 1.0;
-  for (std::uint32_t r = 0; r < ranks; ++r) all_zero *= 1.0 - d / 100.0;
-  return static_cast<std::uint32_t>((1.0 - all_zero) * 100.0);
+  return static_cast<std::uint32_t>(union_density(d / 100.0, ranks) * 100.0);
 }
 
 }  // namespace
@@ -235,13 +232,6 @@ std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_
   return 101;
 }
 
-std::uint32_t whole_tensor_sparse_union_percent(std::uint32_t ranks, std::uint32_t min_percent) {
-  if (ranks < 2 || min_percent == 0) return 0;
-  for (std::uint32_t d = 0; d <= 100; ++d)
-    if (rd_percent_of_ring(d / 100.0, ranks) >= min_percent) return union_percent(d, ranks);
-  return 101;
-}
-
 std::uint32_t shm_dense_union_percent(std::uint32_t ranks) {
   constexpr std::uint64_t kOne = 1'000'000;
   std::uint64_t all_zero = kOne;  // (1 - d)^ranks, in millionths
@@ -250,13 +240,12 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks) {
 }
 
 RdBand result_rd_band(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
-                      std::uint32_t low_percent, std::uint32_t high_percent) {
+                      std::uint32_t high_percent) {
   if (nblocks == 0) return RdBand::inside;
   std::uint64_t nonzero = 0;
   for (std::uint32_t s = 0; s < stripes; ++s) nonzero += counts[s];
   const std::uint64_t percent = std::min<std::uint64_t>(nonzero, nblocks) * 100 / nblocks;
-  if (percent >= high_percent) return RdBand::above;
-  return percent < low_percent ? RdBand::below : RdBand::inside;
+  return percent >= high_percent ? RdBand::above : RdBand::inside;
 }
 
 void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>& plan, std::uint32_t stripes,

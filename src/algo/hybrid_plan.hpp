@@ -74,9 +74,9 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
 // sample mask of stripe s (sample_stripe_masks). True when the bytes it is estimated to send, in
 // blocks, are at most max_percent of the ring's 2(p-1)/p of the tensor: over its log2(p) steps,
 // the union of the largest group of 2^k ranks (the OR of their masks), plus one rank's blocks
-// for the fold when p is not a power of two. And at least min_percent of them (rd_min_percent):
-// a tensor in stripes sends the fewest bytes through the block-sparse engine, which then costs
-// less than block recursive doubling's passes over the tensor.
+// for the fold when p is not a power of two. (No lower bound: down to no block at all it was as
+// fast as the stripes or faster once it stopped writing the zeros an in-place tensor already
+// holds: docs/perf-log.md, "Block recursive doubling writes only the result's blocks".)
 // `against_stripes` (a tensor that goes in stripes when block recursive doubling is not picked),
 // with a power of two of ranks: and at most what the stripes' block-sparse engine is estimated to
 // send, (p-1)/p of a rank's blocks and of the union (a worker's blocks to their aggregators, an
@@ -84,7 +84,7 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
 // union over its groups; the largest of noisy samples is biased up). Its log2(p) steps send ever
 // larger unions, so from 8 ranks the engine sends fewer above about 6%: at 8 ranks over tcp, 16
 // MiB at 10% (1.08x the engine's bytes, 36% of the ring's), the engine was 1.11-1.14x faster in
-// four measurements (docs/perf.md, "Block recursive doubling against the engine's bytes"). At 2
+// four measurements (docs/perf-log.md, "Block recursive doubling against the engine's bytes"). At 2
 // and 4 ranks it sends fewer than the engine wherever max_percent allows it: nothing changes
 // there. Not at other rank counts: at 3 and 6 ranks over tcp, where the bytes favour the engine
 // at every density, block recursive doubling (its fold and steps) was as fast or faster at 10 of
@@ -93,27 +93,26 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
 // the stricter one. Integers only: the same table gives the same answer on every rank.
 bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t ranks, std::uint32_t stripes,
                                      std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent,
-                                     std::uint32_t min_percent = 0, bool against_stripes = false);
+                                     bool against_stripes = false);
 
-// Tensors from SPARCOLL_HYBRID_MIN_BYTES up to below this many times it are planned as a tensor
-// sent whole (one exchange of sample masks, kept per shape), and go whole when block recursive
-// doubling is picked, else in stripes. Where it is not picked the tensor keeps its stripes: at
-// 2-4 MiB dense, the stripes (the ring over every run of dense stripes) were as fast or faster
-// than the whole tensor's dense algorithm.
-// - Over shm 4 (below 8 MiB): block recursive doubling beat the stripes' block-sparse engine by
-//   1.2-2.4x at 2 and 4 MiB and 0.1-10% density, and the two were even at 8 MiB (docs/perf.md,
-//   "Whole tensors up to 8 MiB when block recursive doubling is picked").
-// - Over a wire 9 (below 18 MiB): at 2, 4 and 8 ranks over tcp, both in one program, wherever it
-//   is picked (rd_min_percent below), block recursive doubling took 0.60-1.03x the stripes' time
-//   at 12 and 16 MiB (medians over 4 programs; the lower the denser, from 3-5%), but 1.15-1.61x
-//   at 24 MiB and at most 5% density at 2 ranks, and 1.21-1.35x at 32 MiB and 0.3-1%
-//   (docs/perf.md, "Whole tensors up to 16 MiB over a wire").
-constexpr std::uint64_t whole_if_sparse_factor(bool over_shm) { return over_shm ? 4 : 9; }
+// Tensors from SPARCOLL_HYBRID_MIN_BYTES up to below this many times it (18 MiB by default) are
+// planned as a tensor sent whole (one exchange of sample masks, kept per shape), and go whole
+// when block recursive doubling is picked, else in stripes. Where it is not picked the tensor
+// keeps its stripes: at 2-4 MiB dense, the stripes (the ring over every run of dense stripes)
+// were as fast or faster than the whole tensor's dense algorithm. Measured against the stripes,
+// both in one program, since block recursive doubling writes only the result's blocks
+// (docs/perf-log.md, "Block recursive doubling writes only the result's blocks"): over tcp at 16
+// MiB and 0.1-2% it took 0.58-0.84x their time at 2 and 4 ranks and 0.78-1.03x at 8; over shm
+// at 16 MiB and 0.1-3% 0.92-1.01x at 4 and 8 ranks, and at 2 ranks 0.77-0.81x on one of the
+// host's placements and even on the other. (Before, over shm, where it cost a pass over the
+// tensor more, only below 8 MiB; and above 18 MiB it was 1.15-1.61x the stripes' time over tcp:
+// docs/perf-log.md, "Whole tensors up to 16 MiB over a wire".)
+constexpr std::uint64_t kWholeIfSparseFactor = 9;
 
 // prefer_block_recursive_doubling's max_percent for a tensor of `bytes`. Measured against the
 // ring (2 ranks) and the butterfly (4 and 8) on random blocks from 256 KiB to 1.9 MiB, and
-// against the stripes at 2-4 MiB, both in one program (docs/perf.md, "Block recursive doubling's
-// share of the ring"): over loopback tcp the two met where block recursive doubling sent above
+// against the stripes at 2-4 MiB, both in one program (docs/perf-log.md, "Block recursive
+// doubling's share of the ring"): over loopback tcp the two met where block recursive doubling sent above
 // 80% of the ring's bytes at 256 KiB, 65-78% at 512 KiB, 55-70% at 1 MiB and 50-60% at 1.9 MiB
 // (its fewer steps count less as the tensor grows); over shm at 13-30% up to 2 MiB (the extra
 // passes over memory of its merges are what its fewer bytes pay for there), and between 10 and
@@ -122,24 +121,12 @@ constexpr std::uint64_t whole_if_sparse_factor(bool over_shm) { return over_shm 
 // doubling, at least 10. Integers only: the same on every rank.
 std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes);
 
-// prefer_block_recursive_doubling's min_percent for a tensor of `bytes` that would otherwise go
-// in stripes. 3 over a wire above 8 MiB, else 0. At 16 MiB and 2 ranks over tcp, both in one
-// program, block recursive doubling took 0.82-0.87x the stripes' time at 2-3% density (2-3% of
-// the ring's bytes), but 1.05 at 1%, and at 0.3% 0.96 in one sweep and 1.3-1.5 in another: there
-// the block-sparse engine, which reads the tensor once as it streams, sends about as few bytes
-// (docs/perf.md, "Whole tensors up to 16 MiB over a wire"). At 8 MiB and 2 ranks it was faster
-// at every density.
-std::uint32_t rd_min_percent(bool over_shm, std::uint64_t bytes);
-
 // The union density (whole percent of the blocks non-zero on some rank) from which
 // prefer_block_recursive_doubling picks the dense algorithm (or, `against_stripes`, the
 // stripes), for `ranks` ranks as dense as each other with independent supports; 101: never.
 // Only multiplications: the same on every rank.
 std::uint32_t whole_tensor_dense_union_percent(std::uint32_t ranks, std::uint32_t max_percent,
                                                bool against_stripes = false);
-// The union density (whole percent) below which prefer_block_recursive_doubling finds too few
-// bytes (min_percent) and the tensor goes in stripes, for ranks as above; 0: never.
-std::uint32_t whole_tensor_sparse_union_percent(std::uint32_t ranks, std::uint32_t min_percent);
 
 // The plan the result of a call planned as `plan` calls for, for the next call of its shape: the
 // result's non-zero blocks per stripe (`counts`, the union of every rank's blocks, the same on
@@ -170,13 +157,12 @@ bool sample_leaves_dense(std::uint32_t count, std::uint64_t blocks, std::uint32_
 
 // For a tensor sent whole: what its result calls for, from its sampled counts of non-zero blocks
 // per stripe (sample_stripe_counts of the result: the union of every rank's blocks, the same bits
-// on every rank): block recursive doubling while the whole tensor's union density is at least
-// low_percent (whole_tensor_sparse_union_percent) and below high_percent
-// (whole_tensor_dense_union_percent), compared in integers. PlanReuse keeps a shape's table while
-// this stays the same from one result to the next.
-enum class RdBand : std::uint8_t { below, inside, above };
+// on every rank): block recursive doubling while the whole tensor's union density is below
+// high_percent (whole_tensor_dense_union_percent), compared in integers. PlanReuse keeps a
+// shape's table while this stays the same from one result to the next.
+enum class RdBand : std::uint8_t { inside, above };
 RdBand result_rd_band(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
-                      std::uint32_t low_percent, std::uint32_t high_percent);
+                      std::uint32_t high_percent);
 
 // The dense algorithm for a tensor below SPARCOLL_HYBRID_MIN_BYTES: the butterfly (recursive
 // halving, then doubling: 2 log2(p) steps) when the ranks are a power of two above 2, else the

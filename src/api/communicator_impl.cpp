@@ -309,12 +309,9 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   // Over shm a byte saved is worth less against block recursive doubling's extra passes over the
   // tensor than over a wire, and over a wire more the smaller the tensor (docs/algorithms.md, "hybrid").
   const bool over_shm = transport() == "shm";
-  c.hybrid.whole_tensor = count < algo::whole_if_sparse_factor(over_shm) * min_count;
+  c.hybrid.whole_tensor = count < algo::kWholeIfSparseFactor * min_count;
   c.hybrid.stripes_unless_rd = count >= min_count;
   c.hybrid.rd_max_percent = algo::rd_max_percent(over_shm, std::uint64_t{count} * dtype_size(dtype));
-  // A tensor that cannot go in stripes goes by block recursive doubling however few its bytes.
-  c.hybrid.rd_min_percent =
-      c.hybrid.stripes_unless_rd ? algo::rd_min_percent(over_shm, std::uint64_t{count} * dtype_size(dtype)) : 0;
   std::string local_problem = problem;
   if (local_problem.empty() && state.abort) local_problem = state.abort_reason;
   return submit(c, "allreduce op", local_problem, out, std::string(),

@@ -49,12 +49,11 @@ struct HybridArgs {
   std::vector<std::uint32_t> stripe_counts;
   // Below SPARCOLL_HYBRID_MIN_BYTES the tensor goes one way as a whole: block recursive doubling
   // when its estimated bytes are at most rd_max_percent of the ring's, else the ring. Up to
-  // algo::whole_if_sparse_factor times that (stripes_unless_rd) it is planned the same way, but
+  // algo::kWholeIfSparseFactor times that (stripes_unless_rd) it is planned the same way, but
   // goes in stripes unless block recursive doubling is picked.
   bool whole_tensor = false;
   bool stripes_unless_rd = false;
   std::uint32_t rd_max_percent = 0;
-  std::uint32_t rd_min_percent = 0;  // 0 unless stripes_unless_rd (algo::rd_min_percent)
 };
 
 // The sparse (index-value) input and output of allreduce_sparse. The calling thread checks the

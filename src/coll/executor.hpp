@@ -144,10 +144,10 @@ class Executor final : public runtime::Handler {
   bool whole_in_stripes_ = false;             // hybrid: a tensor in the whole-tensor range went in stripes
   bool union_counted_ = false;                // hybrid: result_counts_ counted in block recursive doubling's union
   std::vector<std::uint64_t> next_plan_;      // hybrid: the plan its result calls for (follow_result)
-  // hybrid: whole_tensor_sparse_union_percent and whole_tensor_dense_union_percent for...
-  std::uint32_t whole_low_ = 0, whole_high_ = 0;
-  std::uint32_t whole_low_for_ = ~0u, whole_high_for_ = ~0u;  // ...this rd_min_percent and rd_max_percent (none yet)
-  bool whole_high_against_stripes_ = false;                    // ...and stripes_unless_rd
+  // hybrid: whole_tensor_dense_union_percent for...
+  std::uint32_t whole_high_ = 0;
+  std::uint32_t whole_high_for_ = ~0u;         // ...this rd_max_percent (none yet)
+  bool whole_high_against_stripes_ = false;   // ...and stripes_unless_rd
   std::vector<std::uint64_t> signed_zero_;   // hybrid: scratch of its in-place scans
   OpStats hybrid_stats_;                     // hybrid: its block-sparse half's traffic
   algo::CompressScratch compress_scratch_;

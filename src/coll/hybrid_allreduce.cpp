@@ -12,9 +12,8 @@
 //   4. the op completes once the block-sparse half has.
 // A tensor below SPARCOLL_HYBRID_MIN_BYTES is not split: after step 1 it goes whole by block
 // recursive doubling or the dense algorithm below stripes, whichever the table favours. Up to
-// algo::whole_if_sparse_factor times that size (4 over shm, 9 over a wire) it is planned the
-// same way, from the same masks, but where block recursive doubling is not picked it goes in
-// stripes (steps 2-4).
+// algo::kWholeIfSparseFactor times that size it is planned the same way, from the same masks,
+// but where block recursive doubling is not picked it goes in stripes (steps 2-4).
 // Each element is reduced by exactly one of the two paths, each bitwise identical on every rank,
 // so the result is too. docs/architecture.md, "Hybrid allreduce".
 #include <bit>
@@ -80,7 +79,7 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
     const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();
     const bool block_rd = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
                                                                 op.hybrid.stripe_blocks, op.hybrid.rd_max_percent,
-                                                                op.hybrid.rd_min_percent, op.hybrid.stripes_unless_rd);
+                                                                op.hybrid.stripes_unless_rd);
     if (block_rd || !op.hybrid.stripes_unless_rd) {
       status = co_await hybrid_whole_tensor(op, block_rd);
     } else if (kept.dense != nullptr) {
@@ -181,26 +180,23 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
     plan_reuse_.record_stripes(key, next_plan_, union_blocks, nblocks);
     return;
   }
-  // The whole-tensor thresholds depend only on the ranks, rd_min_percent, rd_max_percent and
-  // stripes_unless_rd (the transport and the tensor's size): computed again only when those change.
-  if (op.hybrid.rd_min_percent != whole_low_for_ || op.hybrid.rd_max_percent != whole_high_for_ ||
-      op.hybrid.stripes_unless_rd != whole_high_against_stripes_) {
-    whole_low_ = algo::whole_tensor_sparse_union_percent(peers_.size(), op.hybrid.rd_min_percent);
+  // The whole-tensor threshold depends only on the ranks, rd_max_percent and stripes_unless_rd
+  // (the transport and the tensor's size): computed again only when those change.
+  if (op.hybrid.rd_max_percent != whole_high_for_ || op.hybrid.stripes_unless_rd != whole_high_against_stripes_) {
     whole_high_ = algo::whole_tensor_dense_union_percent(peers_.size(), op.hybrid.rd_max_percent,
                                                          op.hybrid.stripes_unless_rd);
-    whole_low_for_ = op.hybrid.rd_min_percent;
     whole_high_for_ = op.hybrid.rd_max_percent;
     whole_high_against_stripes_ = op.hybrid.stripes_unless_rd;
   }
   plan_reuse_.record_whole(key, exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
-                           algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_low_, whole_high_),
+                           algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_high_),
                            in_stripes ? &next_plan_ : nullptr);
 }
 
 // A tensor sent whole by block recursive doubling: its result's blocks per stripe, counted in the
 // union that the algorithm's last step held (the same bits on every rank), instead of a sample
 // of the result: exact, and no read of the result (the sample was 3-6% of the hybrid's time at
-// 128 KiB-2 MiB and 1%, 2 ranks; docs/perf.md, "Whole tensors up to 16 MiB over a wire").
+// 128 KiB-2 MiB and 1%, 2 ranks; docs/perf-log.md, "Whole tensors up to 16 MiB over a wire").
 void Executor::count_union_blocks(const CollOp& op) {
   const std::vector<std::uint64_t>& bits = scratch_.sparse.union_bits;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());

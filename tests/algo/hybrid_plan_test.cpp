@@ -104,12 +104,10 @@ TEST(HybridPlan, BlockRecursiveDoublingWhenItsEstimatedBytesAreAFractionOfTheRin
   const std::uint32_t striped[] = {first_samples(8), 0, /* rank 1 */ 0, 0};
   EXPECT_TRUE(prefer_block_recursive_doubling(striped, 2, 2, 544, 512, 24));
   EXPECT_FALSE(prefer_block_recursive_doubling(striped, 2, 2, 544, 512, 23));
-  // And at least min_percent: 10 of 32 blocks is 31.25%.
-  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 55, 31));
-  EXPECT_FALSE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 55, 32));
+  // And however few its bytes: no block at all, in stripes or not.
   const std::uint32_t none[] = {0, 0};
   EXPECT_TRUE(prefer_block_recursive_doubling(none, 2, 1, 32, 512, 55));
-  EXPECT_FALSE(prefer_block_recursive_doubling(none, 2, 1, 32, 512, 55, 1));
+  EXPECT_TRUE(prefer_block_recursive_doubling(none, 2, 1, 32, 512, 55, /*against_stripes=*/true));
 }
 
 // Against the stripes (a tensor that goes in stripes when block recursive doubling is not
@@ -119,24 +117,24 @@ TEST(HybridPlan, BlockRecursiveDoublingAgainstTheStripesSendsNoMoreThanTheEngine
   // 8 ranks with the same 4 of 32 blocks: block recursive doubling sends 4 blocks at each of its
   // 3 steps, 12 (21% of the ring's 56), the engine 7/8 of (4 + 4), 7.
   std::vector<std::uint32_t> same(8, first_samples(4));
-  EXPECT_TRUE(prefer_block_recursive_doubling(same.data(), 8, 1, 32, 512, 45, 0));
-  EXPECT_FALSE(prefer_block_recursive_doubling(same.data(), 8, 1, 32, 512, 45, 0, /*against_stripes=*/true));
+  EXPECT_TRUE(prefer_block_recursive_doubling(same.data(), 8, 1, 32, 512, 45));
+  EXPECT_FALSE(prefer_block_recursive_doubling(same.data(), 8, 1, 32, 512, 45, /*against_stripes=*/true));
   // Disjoint, 2 blocks each: 2 + 4 + 8 = 14 against the engine's 7/8 of (2 + 16), 15.75.
   std::vector<std::uint32_t> disjoint;
   for (int r = 0; r < 8; ++r) disjoint.push_back(samples_from(2 * r, 2));
-  EXPECT_TRUE(prefer_block_recursive_doubling(disjoint.data(), 8, 1, 32, 512, 45, 0, true));
+  EXPECT_TRUE(prefer_block_recursive_doubling(disjoint.data(), 8, 1, 32, 512, 45, true));
   // From the means: the sampled maxima are biased up, most in block recursive doubling's three.
   // So one dense rank among empty ones (8 blocks) is judged as 8 ranks of 1: 1 + 2 + 4 blocks in
   // the mean step against the engine's 7/8 of (1 + 8), and stays with block recursive doubling,
   // as without this rule (the ring's 45% takes 24 of 56 blocks).
   std::vector<std::uint32_t> lone(8, 0);
   lone[0] = first_samples(8);
-  EXPECT_TRUE(prefer_block_recursive_doubling(lone.data(), 8, 1, 32, 512, 45, 0, true));
+  EXPECT_TRUE(prefer_block_recursive_doubling(lone.data(), 8, 1, 32, 512, 45, true));
   // Not with 6 ranks (measured: block recursive doubling's fold and steps beat the engine there
   // where the bytes favour the engine), and at 2 ranks it always sends fewer.
-  EXPECT_TRUE(prefer_block_recursive_doubling(same.data(), 6, 1, 32, 512, 45, 0, true));
+  EXPECT_TRUE(prefer_block_recursive_doubling(same.data(), 6, 1, 32, 512, 45, true));
   const std::uint32_t two[] = {first_samples(10), first_samples(10)};
-  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 45, 0, true));
+  EXPECT_TRUE(prefer_block_recursive_doubling(two, 2, 1, 32, 512, 45, true));
   // The whole tensor's result band follows: at 8 ranks, as dense as each other with independent
   // supports, block recursive doubling's 3 steps send more than the engine from 6% (a union of
   // 1 - 0.94^8 = 39%), where the ring's 45% alone allowed it to 13% (70%). At 4 and 2 ranks and at
@@ -146,19 +144,6 @@ TEST(HybridPlan, BlockRecursiveDoublingAgainstTheStripesSendsNoMoreThanTheEngine
   EXPECT_EQ(whole_tensor_dense_union_percent(4, 45, true), whole_tensor_dense_union_percent(4, 45));
   EXPECT_EQ(whole_tensor_dense_union_percent(2, 45, true), whole_tensor_dense_union_percent(2, 45));
   EXPECT_EQ(whole_tensor_dense_union_percent(6, 45, true), whole_tensor_dense_union_percent(6, 45));
-}
-
-// A floor only over a wire above 8 MiB, where a tensor goes in stripes unless block recursive
-// doubling is picked.
-TEST(HybridPlan, BlockRecursiveDoublingNeedsAFewBytesOnlyOverAWireAbove8MiB) {
-  constexpr std::uint64_t MiB = 1024 * 1024;
-  EXPECT_EQ(rd_min_percent(false, 2 * MiB), 0u);
-  EXPECT_EQ(rd_min_percent(false, 8 * MiB), 0u);
-  EXPECT_EQ(rd_min_percent(false, 8 * MiB + 1), 3u);
-  EXPECT_EQ(rd_min_percent(false, 16 * MiB), 3u);
-  EXPECT_EQ(rd_min_percent(true, 16 * MiB), 0u);
-  EXPECT_EQ(whole_if_sparse_factor(true), 4u);   // below 8 MiB over shm
-  EXPECT_EQ(whole_if_sparse_factor(false), 9u);  // below 18 MiB over a wire
 }
 
 TEST(HybridPlan, BlockRecursiveDoublingsShareOfTheRingShrinksWithTheTensor) {
@@ -248,13 +233,6 @@ TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
   EXPECT_EQ(whole_tensor_dense_union_percent(4, 45), 70u);
   EXPECT_EQ(whole_tensor_dense_union_percent(2, 100), 101u);  // never dense
   EXPECT_EQ(whole_tensor_dense_union_percent(1, 45), 101u);
-  // And below which it goes in stripes: 2 ranks send d, at least 3% from d = 3%, a union of
-  // 1 - 0.97^2 = 5.9%; 4 ranks send d + (1 - (1-d)^2) = 3.97% of the ring's 1.5 at d = 2%, a
-  // union of 1 - 0.98^4 = 7.8%.
-  EXPECT_EQ(whole_tensor_sparse_union_percent(2, 3), 5u);
-  EXPECT_EQ(whole_tensor_sparse_union_percent(4, 3), 7u);
-  EXPECT_EQ(whole_tensor_sparse_union_percent(4, 0), 0u);  // never
-  EXPECT_EQ(whole_tensor_sparse_union_percent(1, 3), 0u);
   // The rule and the threshold agree for 2 ranks: 14 of 32 blocks (43.75%) block recursive
   // doubling, 15 (46.9%) not.
   const std::uint32_t two_at_44[] = {first_samples(14), 0}, two_at_47[] = {first_samples(15), 0};
@@ -262,15 +240,15 @@ TEST(HybridPlan, TheWholeTensorRuleTurnsDenseAtAUnionDensity) {
   EXPECT_FALSE(prefer_block_recursive_doubling(two_at_47, 2, 1, 32, 512, 45));
 }
 
-// What a whole tensor's result calls for: its union density against the two thresholds, over
-// every stripe (the last one shorter).
-TEST(HybridPlan, AWholeTensorsResultCallsForBlockRecursiveDoublingBetweenItsThresholds) {
+// What a whole tensor's result calls for: its union density against the threshold, over every
+// stripe (the last one shorter).
+TEST(HybridPlan, AWholeTensorsResultCallsForBlockRecursiveDoublingBelowItsThreshold) {
   const std::uint32_t counts[] = {512, 100, 205, 4};  // stripes of 512 blocks, the last one 10
-  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 0, 53), RdBand::above);  // 821 of 1546 blocks: 53%
-  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 0, 54), RdBand::inside);
-  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 53, 54), RdBand::inside);
-  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 54, 60), RdBand::below);
-  EXPECT_EQ(result_rd_band(counts, 0, 0, 0, 0), RdBand::inside);
+  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 53), RdBand::above);  // 821 of 1546 blocks: 53%
+  EXPECT_EQ(result_rd_band(counts, 4, 3 * 512 + 10, 54), RdBand::inside);
+  const std::uint32_t none[] = {0, 0, 0, 0};
+  EXPECT_EQ(result_rd_band(none, 4, 3 * 512 + 10, 54), RdBand::inside);  // however sparse
+  EXPECT_EQ(result_rd_band(counts, 0, 0, 0), RdBand::inside);
 }
 
 // The plan a result calls for: a block-sparse stripe's exact count against the threshold, a
