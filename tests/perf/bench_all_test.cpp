@@ -173,6 +173,10 @@ TEST(BenchAll, QuickRunCoversEverySystem) {
     load_line = load_line || (line.rfind("# host: load average ", 0) == 0 && line.find("% of the CPU time") != std::string::npos);
   EXPECT_TRUE(load_line) << "summary.txt does not give the host's load average and steal";
   EXPECT_TRUE(std::filesystem::exists(out + "/never-slower.jsonl"));
+  // A trace's point is shown and drawn at the trace's own density, not at 0.
+  for (const std::string& line : lines_of(out + "/never-slower.jsonl"))
+    if (field(line, "pattern").rfind("trace:", 0) == 0)
+      EXPECT_GT(std::stod(field(line, "density")), 0.0) << "a trace's never-slower point has no density: " << line;
   std::filesystem::remove_all(out);
 }
 
