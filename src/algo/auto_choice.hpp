@@ -21,7 +21,7 @@ namespace sparcoll::algo {
 //   recursive doubling or by that dense algorithm, from the ranks' sample masks (at 64 KiB over
 //   tcp, in one program: 9-10 us against the ring's 15 at 2 ranks and 44-65 against the
 //   butterfly's 71-122 at 4, at 0-50% density; 1.03-1.06x theirs on dense data. Over shm its
-//   plan cost 1.2-1.9x the dense algorithm's few microseconds; docs/perf.md, "The rest of the
+//   plan cost 1.2-1.9x the dense algorithm's few microseconds; docs/perf-log.md, "The rest of the
 //   small range over a wire");
 // - anything larger: hybrid, which decides from the ranks' densities.
 Algorithm auto_algorithm(std::uint32_t ranks, bool over_shm, std::size_t bytes, std::uint32_t small_tensor_bytes);

@@ -184,7 +184,7 @@ bool is_zero_at(SimdLevel level, const void* data, std::size_t n, DataType dtype
 // AVX2's 34-37, from 64-byte aligned data as from a malloc'd buffer's (16 bytes past a page
 // boundary, where every 64-byte load spans two cache lines), and a 2-rank 100 MiB allreduce over
 // shm at 0-1% density took 1.2-1.3x the time with it; it was faster only on data in the caches,
-// where a scan takes microseconds (docs/perf.md, "The scan's loads").
+// where a scan takes microseconds (docs/perf-log.md, "The scan's loads").
 SimdLevel scan_simd_level() noexcept {
   return simd_level() >= SimdLevel::avx2 ? SimdLevel::avx2 : simd_level();
 }

@@ -29,7 +29,7 @@ std::size_t scan_nonzero_blocks(const void* data, std::size_t count, DataType dt
 // alone. By default every core. A communicator sets it to its host's cores over the processes
 // it runs there (at least 1; the last communicator set up decides): processes sharing a host
 // would otherwise each split their scans over every core: 2 and 4 ranks on 2 cores took 5-8%
-// longer that way than on one thread each (docs/perf.md, "The scan's threads").
+// longer that way than on one thread each (docs/perf-log.md, "The scan's threads").
 void set_scan_threads(unsigned threads) noexcept;
 unsigned scan_threads() noexcept;
 

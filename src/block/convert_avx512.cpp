@@ -22,7 +22,7 @@ SPARCOLL_AVX512 inline __mmask16 lanes16(std::size_t left) noexcept {
 
 // Loads and stores of 16 lanes: plain for a full vector (kFull), masked for the tail. Masked
 // ones for every vector made the conversions, like the reductions, several times slower than
-// AVX2's on this project's host (docs/perf.md, "The kernels' loads and stores"). Half-width
+// AVX2's on this project's host (docs/perf-log.md, "The kernels' loads and stores"). Half-width
 // values go through a 512-bit byte-granular masked load (AVX-512BW) of which only the low 256
 // bits are used, so the 32-bit mask is the 16-bit one widened.
 template <bool kFull>

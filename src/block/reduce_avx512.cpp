@@ -94,7 +94,7 @@ struct MaxI {
 
 // Each kernel runs full vectors with plain loads and stores, and only its tail (< 16 lanes)
 // under a mask: masked ones for every vector made the bf16 kernel 3x slower than AVX2's on this
-// project's host (AMD EPYC: 3.7 against 11 GB/s of bf16 read, 100 MiB, one core; docs/perf.md,
+// project's host (AMD EPYC: 3.7 against 11 GB/s of bf16 read, 100 MiB, one core; docs/perf-log.md,
 // "The kernels' loads and stores").
 template <class Src, class Op>
 SPARCOLL_AVX512 void combine(const unsigned char* src, float* acc, std::size_t n) noexcept {

@@ -318,7 +318,7 @@ const std::vector<ConfigVariable>& config_variables() {
        "many bytes of the tensor's accumulators (fp32 for f16 and bf16), so that a chunk is sent while the step "
        "that reduced it left it in the cache. Measured at 2 and 4 ranks: 1.2-1.6x faster than one ring at 16-100 "
        "MiB over shm and tcp where the host's cores share a cache; where they do not, faster over shm and at "
-       "64-100 MiB over tcp, up to 1.25x slower at 16-32 MiB over tcp (docs/perf.md, \"The ring in segments\"). "
+       "64-100 MiB over tcp, up to 1.25x slower at 16-32 MiB over tcp (docs/perf-log.md, \"The ring in segments\"). "
        "0: the whole tensor in one ring. The segments decide which rank reduces an element: must be equal on "
        "every process.",
        {}, &parse_nonnegative_u32<&Options::ring_segment_bytes>},

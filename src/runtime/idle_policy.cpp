@@ -39,7 +39,7 @@ constexpr long kLongNapNs = 500'000;
 // docs/perf.md, "Idle CPU"). A submission wakes the thread, and nothing is in flight meanwhile,
 // so the bound is only a backstop (every sleep here has one). At 1 ms, both threads of every rank
 // woke 1000 times a second each while the model computed: an idle rank took 2.1-3.0% of a core,
-// 0.3-0.4% bounded at 20 ms (docs/perf.md, "Idle threads: 20 ms between looks").
+// 0.3-0.4% bounded at 20 ms (docs/perf-log.md, "Idle threads: 20 ms between looks").
 constexpr long kUntilSubmissionSleepNs = 20'000'000;
 // Another thread finishes the operation and wakes the flag's futex: naps between polls of a
 // channel that must be served meanwhile, else one sleep until the wake-up (bounded, as every
@@ -57,8 +57,8 @@ constexpr long kOtherThreadSleepNs = 20'000'000;
 // std::atomic::wait does for the caller of block-sparse. Sleeping at once, the hybrid's caller at
 // 2 ranks over shm took 1.10-1.34x block-sparse's time (8 MiB at 5 and 10%, both in one program,
 // 63-74 programs) whenever the host's two vCPUs were far apart (a cache-line round trip of
-// 340 ns instead of 100); with these looks first, 1.01. Elsewhere the same (docs/perf.md,
-// "The hybrid's wait, with a look first").
+// 340 ns instead of 100); with these looks first, 1.01. Elsewhere the same (docs/perf-log.md,
+// "Two ranks over shm on the host's two placements; the hybrid's wait with a look first").
 constexpr int kOtherThreadPauses = 16;
 constexpr int kOtherThreadYields = 12;
 
