@@ -228,8 +228,10 @@ int main(int argc, char** argv) {
           return 1;
         }
         ++passed;
-        c.send = {};
-        c.recv = {};
+        // Freed, not only emptied: `= {}` would assign an empty list and keep the capacity,
+        // so every case's buffers would stay allocated (2x its tensor per case).
+        c.send = std::vector<std::byte>();
+        c.recv = std::vector<std::byte>();
       }
     }
     if (traffic) {

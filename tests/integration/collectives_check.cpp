@@ -524,10 +524,12 @@ int main(int argc, char** argv) {
             }
         }
         ++passed;
-        c.send = {};
-        c.recv = {};
-        c.piece_send = {};
-        c.piece_recv = {};
+        // Freed, not only emptied: `= {}` would assign an empty list and keep the capacity,
+        // so every case's buffers would stay allocated (2x its tensor per case).
+        c.send = std::vector<std::byte>();
+        c.recv = std::vector<std::byte>();
+        c.piece_send = std::vector<std::vector<std::byte>>();
+        c.piece_recv = std::vector<std::vector<std::byte>>();
       }
     }
     if (has("barrier")) {
