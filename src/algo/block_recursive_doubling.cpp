@@ -42,15 +42,12 @@ Task block_recursive_doubling_allreduce(p2p::Peers& peers, const void* send, voi
   // In place, recv keeps this rank's input until the result is written into it, and a block
   // absent from the result is zero there already: only its zero blocks holding a -0.0 need
   // writing (to_clear, block_set.hpp). Out of place, every absent block is written.
-  const std::uint64_t* to_clear = nullptr;
+  std::uint64_t* to_clear = nullptr;
   if (send == recv) {
-    std::vector<std::uint64_t>& signed_zero = scratch.sparse.signed_zero_bits;
-    signed_zero.assign(g.words() + 1, 0);
-    block::scan_nonzero_blocks(send, count, dtype, block_elems, bits.data(), signed_zero.data());
-    to_clear = signed_zero.data();
-  } else {
-    block::scan_nonzero_blocks(send, count, dtype, block_elems, bits.data());
+    scratch.sparse.signed_zero_bits.assign(g.words() + 1, 0);
+    to_clear = scratch.sparse.signed_zero_bits.data();
   }
+  block::scan_nonzero_blocks(send, count, dtype, block_elems, bits.data(), to_clear);
   std::vector<std::byte>* cur = &scratch.tmp;
   std::vector<std::byte>* spare = &scratch.tmp2;
   std::vector<std::byte>& received = scratch.tmp3;

@@ -10,34 +10,32 @@ namespace {
 
 bool test(const std::uint64_t* bits, std::size_t b) noexcept { return (bits[b / 64] >> (b % 64)) & 1; }
 
-// The first block at or after `from` whose bit is `set` (or nblocks).
-std::size_t next_block(const std::uint64_t* bits, std::size_t from, std::size_t nblocks, bool set) noexcept {
+// The first block at or after `from` whose bit is set in word_at(w), the bitmap's word w (or
+// nblocks), word by word.
+template <class WordAt>
+std::size_t next_set_block(WordAt word_at, std::size_t from, std::size_t nblocks) noexcept {
   const std::size_t words = (nblocks + 63) / 64;
-  const std::uint64_t flip = set ? 0 : ~std::uint64_t{0};
   std::size_t w = from / 64;
   if (w >= words) return nblocks;
-  std::uint64_t word = (bits[w] ^ flip) & (~std::uint64_t{0} << (from % 64));
+  std::uint64_t word = word_at(w) & (~std::uint64_t{0} << (from % 64));
   while (word == 0) {
     if (++w >= words) return nblocks;
-    word = bits[w] ^ flip;
+    word = word_at(w);
   }
   const std::size_t b = w * 64 + static_cast<std::size_t>(std::countr_zero(word));
   return b < nblocks ? b : nblocks;
 }
 
-// The first block at or after `from` set in a or in b (or nblocks), word by word.
+// The first block at or after `from` whose bit is `set` (or nblocks).
+std::size_t next_block(const std::uint64_t* bits, std::size_t from, std::size_t nblocks, bool set) noexcept {
+  const std::uint64_t flip = set ? 0 : ~std::uint64_t{0};
+  return next_set_block([&](std::size_t w) { return bits[w] ^ flip; }, from, nblocks);
+}
+
+// The first block at or after `from` set in a or in b (or nblocks).
 std::size_t next_in_either(const std::uint64_t* a, const std::uint64_t* b, std::size_t from,
                            std::size_t nblocks) noexcept {
-  const std::size_t words = (nblocks + 63) / 64;
-  std::size_t w = from / 64;
-  if (w >= words) return nblocks;
-  std::uint64_t word = (a[w] | b[w]) & (~std::uint64_t{0} << (from % 64));
-  while (word == 0) {
-    if (++w >= words) return nblocks;
-    word = a[w] | b[w];
-  }
-  const std::size_t blk = w * 64 + static_cast<std::size_t>(std::countr_zero(word));
-  return blk < nblocks ? blk : nblocks;
+  return next_set_block([&](std::size_t w) { return a[w] | b[w]; }, from, nblocks);
 }
 
 // Elements of blocks [first, end).
