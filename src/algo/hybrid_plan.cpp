@@ -75,28 +75,12 @@ std::uint32_t count_stripe_blocks(const void* data, std::size_t count, DataType 
   return nonzero;
 }
 
-namespace {
-
-// out[s] = PerStripe(...) of stripe s, for every stripe of the tensor (the last one shorter).
-template <auto PerStripe>
-void sample_every_stripe(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                         std::uint32_t stripe_blocks, std::uint32_t* out) {
-  const std::uint64_t nblocks = block::block_count(count, block_elems);
-  for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s)
-    out[s] = PerStripe(data, count, dtype, block_elems, first, std::min<std::uint64_t>(stripe_blocks, nblocks - first),
-                       kMiddlePhase);
-}
-
-}  // namespace
-
 void sample_stripe_masks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                          std::uint32_t stripe_blocks, std::uint32_t* masks) {
-  sample_every_stripe<&sample_stripe_mask>(data, count, dtype, block_elems, stripe_blocks, masks);
-}
-
-void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                          std::uint32_t stripe_blocks, std::uint32_t* counts) {
-  sample_every_stripe<&sample_stripe_count>(data, count, dtype, block_elems, stripe_blocks, counts);
+  const std::uint64_t nblocks = block::block_count(count, block_elems);
+  for (std::uint64_t first = 0, s = 0; first < nblocks; first += stripe_blocks, ++s)
+    masks[s] = sample_stripe_mask(data, count, dtype, block_elems, first,
+                                  std::min<std::uint64_t>(stripe_blocks, nblocks - first));
 }
 
 namespace {
@@ -211,6 +195,7 @@ std::uint32_t shrinking_percent(std::uint64_t bytes, std::uint64_t base, std::ui
 
 std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes) {
   constexpr std::uint64_t KiB = 1024;
+  if (!over_shm && bytes > kWireLargeTensorBytes) return kWireLargeTensorPercent;
   return over_shm ? shrinking_percent(bytes, 2048 * KiB, 20, 5, 10) : shrinking_percent(bytes, 256 * KiB, 80, 12, 45);
 }
 

@@ -17,18 +17,14 @@ constexpr std::uint32_t kStripeSamples = 32;
 // The sample's phase that takes the middle block of each part of the stripe.
 constexpr std::uint64_t kMiddlePhase = ~std::uint64_t{0};
 
-// counts[s] = an estimate of the non-zero blocks of stripe s of `data` (count elements of
-// dtype, blocks of block_elems, stripes of stripe_blocks blocks), from kStripeSamples blocks
-// spread evenly over the stripe: exact for a stripe of at most that many blocks. The plan needs
-// densities, not the bitmap: the stripes it makes dense are never read in full (on a 16 MiB
-// tensor at 30% density the full scan cost about as much as the dense allreduce after it), and
-// only the sparse ones are scanned, once the plan is known.
-void sample_stripe_counts(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
-                          std::uint32_t stripe_blocks, std::uint32_t* counts);
-// The same estimate for one stripe: `blocks` blocks from block `first`. The i-th sample is a
-// block of the i-th of kStripeSamples equal parts of the stripe, `phase` (0 to blocks - 1; by
-// default the middle) saying where in its part: a call that samples a stripe again at another
-// phase sees other blocks.
+// An estimate of the non-zero blocks of the stripe of `data` (count elements of dtype, blocks of
+// block_elems) of `blocks` blocks from block `first`, from kStripeSamples blocks spread evenly
+// over it: exact for a stripe of at most that many blocks. The i-th sample is a block of the
+// i-th of kStripeSamples equal parts of the stripe, `phase` (0 to blocks - 1; by default the
+// middle) saying where in its part: a call that samples a stripe again at another phase sees
+// other blocks. The plan needs densities, not the bitmap: the stripes it makes dense are never
+// read in full (on a 16 MiB tensor at 30% density the full scan cost about as much as the dense
+// allreduce after it), and only the sparse ones are scanned, once the plan is known.
 std::uint32_t sample_stripe_count(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                                   std::uint64_t first, std::uint64_t blocks, std::uint64_t phase = kMiddlePhase);
 // The exact count of non-zero blocks among `blocks` blocks from block `first`: every block read
@@ -42,6 +38,8 @@ std::uint32_t count_stripe_blocks(const void* data, std::size_t count, DataType 
 // give (workers share their hot rows).
 std::uint32_t sample_stripe_mask(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                                  std::uint64_t first, std::uint64_t blocks, std::uint64_t phase = kMiddlePhase);
+// masks[s] = sample_stripe_mask of stripe s (stripes of stripe_blocks blocks, the last one
+// shorter), at the middle phase: what every rank exchanges at the start of a hybrid allreduce.
 void sample_stripe_masks(const void* data, std::size_t count, DataType dtype, std::uint32_t block_elems,
                          std::uint32_t stripe_blocks, std::uint32_t* masks);
 // The estimated non-zero blocks of a stripe of `blocks` blocks whose samples' mask is `mask`.
@@ -69,8 +67,8 @@ void plan_dense_stripes(const std::uint32_t* counts, std::uint32_t ranks, std::u
 constexpr std::uint32_t kShmDensePerRankPercent = 12;
 std::uint32_t shm_dense_union_percent(std::uint32_t ranks);
 
-// For a tensor too small to split into stripes (below SPARCOLL_HYBRID_MIN_BYTES), whether block
-// recursive doubling beats the ring for the whole of it. masks[r * stripes + s]: rank r's
+// Whether block recursive doubling beats the ring (or, `against_stripes`, the stripes) for the
+// whole of a hybrid allreduce's tensor. masks[r * stripes + s]: rank r's
 // sample mask of stripe s (sample_stripe_masks). True when the bytes it is estimated to send, in
 // blocks, are at most max_percent of the ring's 2(p-1)/p of the tensor: over its log2(p) steps,
 // the union of the largest group of 2^k ranks (the OR of their masks), plus one rank's blocks
@@ -95,19 +93,17 @@ bool prefer_block_recursive_doubling(const std::uint32_t* masks, std::uint32_t r
                                      std::uint64_t nblocks, std::uint32_t stripe_blocks, std::uint32_t max_percent,
                                      bool against_stripes = false);
 
-// Tensors from SPARCOLL_HYBRID_MIN_BYTES up to below this many times it (18 MiB by default) are
-// planned as a tensor sent whole (one exchange of sample masks, kept per shape), and go whole
-// when block recursive doubling is picked, else in stripes. Where it is not picked the tensor
-// keeps its stripes: at 2-4 MiB dense, the stripes (the ring over every run of dense stripes)
-// were as fast or faster than the whole tensor's dense algorithm. Measured against the stripes,
-// both in one program, since block recursive doubling writes only the result's blocks
-// (docs/perf-log.md, "Block recursive doubling writes only the result's blocks"): over tcp at 16
-// MiB and 0.1-2% it took 0.58-0.84x their time at 2 and 4 ranks and 0.78-1.03x at 8; over shm
-// at 16 MiB and 0.1-3% 0.92-1.01x at 4 and 8 ranks, and at 2 ranks 0.77-0.81x on one of the
-// host's placements and even on the other. (Before, over shm, where it cost a pass over the
-// tensor more, only below 8 MiB; and above 18 MiB it was 1.15-1.61x the stripes' time over tcp:
-// docs/perf-log.md, "Whole tensors up to 16 MiB over a wire".)
-constexpr std::uint64_t kWholeIfSparseFactor = 9;
+// Over a wire, a tensor above kWireLargeTensorBytes goes by block recursive doubling only where
+// it sends at most kWireLargeTensorPercent of the ring's bytes. Every tensor is planned whole
+// (one exchange of sample masks, kept per shape) and goes whole where block recursive doubling
+// is picked, else in stripes. At 12-16 MiB, 10-30% and 2 ranks over tcp it took 0.6-0.8x the
+// stripes' time, but above that the stripes' engine overtakes it as the density grows (the
+// tensor and its block sets no longer fit the host's 32 MiB cache together): at 48-100 MiB, 2
+// ranks, it took 1.07-1.14x their time at 10% and 1.18-1.27x at 30%, and 0.85-0.97x at 3%
+// (docs/perf-log.md, "Every tensor planned whole"). Over shm max_percent is 10 from 8 MiB on
+// already.
+constexpr std::uint64_t kWireLargeTensorBytes = std::uint64_t{16} << 20;
+constexpr std::uint32_t kWireLargeTensorPercent = 8;
 
 // prefer_block_recursive_doubling's max_percent for a tensor of `bytes`. Measured against the
 // ring (2 ranks) and the butterfly (4 and 8) on random blocks from 256 KiB to 1.9 MiB, and
@@ -117,8 +113,9 @@ constexpr std::uint64_t kWholeIfSparseFactor = 9;
 // (its fewer steps count less as the tensor grows); over shm at 13-30% up to 2 MiB (the extra
 // passes over memory of its merges are what its fewer bytes pay for there), and between 10 and
 // 19% at 4 MiB. So over a wire 80% up to 256 KiB, 12 points less per doubling of the size
-// (linear between powers of two), at least 45; over shm 20% up to 2 MiB, 5 points less per
-// doubling, at least 10. Integers only: the same on every rank.
+// (linear between powers of two), at least 45 (and kWireLargeTensorPercent above
+// kWireLargeTensorBytes); over shm 20% up to 2 MiB, 5 points less per doubling, at least 10.
+// Integers only: the same on every rank.
 std::uint32_t rd_max_percent(bool over_shm, std::uint64_t bytes);
 
 // The union density (whole percent of the blocks non-zero on some rank) from which
@@ -156,7 +153,7 @@ void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>
 bool sample_leaves_dense(std::uint32_t count, std::uint64_t blocks, std::uint32_t dense_percent);
 
 // For a tensor sent whole: what its result calls for, from its sampled counts of non-zero blocks
-// per stripe (sample_stripe_counts of the result: the union of every rank's blocks, the same bits
+// per stripe (sample_stripe_count of the result: the union of every rank's blocks, the same bits
 // on every rank): block recursive doubling while the whole tensor's union density is below
 // high_percent (whole_tensor_dense_union_percent), compared in integers. PlanReuse keeps a
 // shape's table while this stays the same from one result to the next.

@@ -29,26 +29,28 @@ PlanReuse::Entry& PlanReuse::add(const PlanKey& key) {
   return *e;
 }
 
-KeptPlan PlanReuse::reusable(const PlanKey& key, std::size_t table_size, bool whole_tensor) {
+KeptPlan PlanReuse::reusable(const PlanKey& key, std::size_t table_size) {
   ++calls_;
   Entry* e = find(key);
   if (e == nullptr) return {};
   e->last_use = calls_;
-  if (!e->trusted) return {};
-  if (!whole_tensor) return e->next.empty() ? KeptPlan{} : KeptPlan{nullptr, &e->next};
-  if (e->reuses >= max_reuses_ || e->table.size() != table_size) return {};
+  if (!e->trusted || e->reuses >= max_reuses_ || e->table.size() != table_size) return {};
   return KeptPlan{e->table.data(), e->next.empty() ? nullptr : &e->next};
 }
 
-void PlanReuse::record_whole(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
-                             RdBand band, const std::vector<std::uint64_t>* next) {
+void PlanReuse::record(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,
+                       RdBand band, std::uint32_t union_percent, const std::vector<std::uint64_t>* next) {
   if (max_reuses_ == 0) return;
   Entry* e = find(key);
   if (e == nullptr) {
     if (!exchanged) return;  // never: a reused table has an entry
     e = &add(key);
   } else {
-    e->trusted = e->last_band == band;
+    const std::uint32_t moved = union_percent > e->last_union_percent ? union_percent - e->last_union_percent
+                                                                      : e->last_union_percent - union_percent;
+    // A tensor sent whole is steady while its decision is: its union may move (a real gradient's
+    // moved by 10-20 points from step to step) without changing what its masks favour.
+    e->trusted = e->last_band == band && (next == nullptr || moved <= kSteadyUnionPercent);
   }
   if (exchanged) {
     e->table.assign(table, table + table_size);
@@ -57,26 +59,11 @@ void PlanReuse::record_whole(const PlanKey& key, bool exchanged, const std::uint
     ++e->reuses;
   }
   e->last_band = band;
+  e->last_union_percent = union_percent;
   if (next != nullptr)
     e->next = *next;
   else
     e->next.clear();
-}
-
-void PlanReuse::record_stripes(const PlanKey& key, const std::vector<std::uint64_t>& next, std::uint64_t union_blocks,
-                               std::uint64_t nblocks) {
-  if (max_reuses_ == 0) return;
-  const auto percent = static_cast<std::uint32_t>(nblocks == 0 ? 0 : std::min(union_blocks, nblocks) * 100 / nblocks);
-  Entry* e = find(key);
-  if (e == nullptr) {
-    e = &add(key);
-  } else {
-    const std::uint32_t moved = percent > e->last_union_percent ? percent - e->last_union_percent
-                                                                : e->last_union_percent - percent;
-    e->trusted = moved <= kSteadyUnionPercent;
-  }
-  e->next = next;
-  e->last_union_percent = percent;
 }
 
 void PlanReuse::forget_all() noexcept {

@@ -304,12 +304,11 @@ Status CommunicatorImpl::iallreduce_hybrid(const void* send, void* recv, std::si
   const std::uint64_t nblocks = state.abort ? 0 : block::block_count(count, options_.block_elems);
   c.hybrid.stripe_blocks = algo::stripe_blocks_for(nblocks);
   const std::uint64_t stripes = (nblocks + c.hybrid.stripe_blocks - 1) / c.hybrid.stripe_blocks;
-  c.hybrid.stripe_counts.assign(stripes, 0);
+  c.hybrid.stripe_masks.assign(stripes, 0);
   const std::size_t min_count = options_.hybrid_min_bytes / dtype_size(state.geometry.dtype);
   // Over shm a byte saved is worth less against block recursive doubling's extra passes over the
   // tensor than over a wire, and over a wire more the smaller the tensor (docs/algorithms.md, "hybrid").
   const bool over_shm = transport() == "shm";
-  c.hybrid.whole_tensor = count < algo::kWholeIfSparseFactor * min_count;
   c.hybrid.stripes_unless_rd = count >= min_count;
   c.hybrid.rd_max_percent = algo::rd_max_percent(over_shm, std::uint64_t{count} * dtype_size(dtype));
   std::string local_problem = problem;

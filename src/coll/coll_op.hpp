@@ -40,18 +40,16 @@ enum class CollKind : std::uint8_t {
 constexpr bool is_p2p(CollKind k) noexcept { return k == CollKind::send || k == CollKind::recv; }
 
 // The hybrid allreduce's block-sparse half, prepared by the calling thread: the op slot it
-// reserved (its bitmap not yet filled), and this rank's estimated count of non-zero blocks in
-// each stripe (for a tensor sent whole: each stripe's sample mask, algo::sample_stripe_masks).
+// reserved (its bitmap not yet filled), and each stripe's sample mask (which of its sampled
+// blocks are non-zero, algo::sample_stripe_masks).
 struct HybridArgs {
   block_sparse::OpState* sparse_part = nullptr;
   bool handed_over = false;  // the collective thread gave sparse_part to the engine
   std::uint32_t stripe_blocks = 0;
-  std::vector<std::uint32_t> stripe_counts;
-  // Below SPARCOLL_HYBRID_MIN_BYTES the tensor goes one way as a whole: block recursive doubling
-  // when its estimated bytes are at most rd_max_percent of the ring's, else the ring. Up to
-  // algo::kWholeIfSparseFactor times that (stripes_unless_rd) it is planned the same way, but
-  // goes in stripes unless block recursive doubling is picked.
-  bool whole_tensor = false;
+  std::vector<std::uint32_t> stripe_masks;
+  // The tensor goes whole by block recursive doubling when its estimated bytes are at most
+  // rd_max_percent of the ring's; else, below SPARCOLL_HYBRID_MIN_BYTES, whole by the dense
+  // algorithm, and from it (stripes_unless_rd) in stripes.
   bool stripes_unless_rd = false;
   std::uint32_t rd_max_percent = 0;
 };

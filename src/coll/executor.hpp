@@ -100,7 +100,7 @@ class Executor final : public runtime::Handler {
   // dense half run here.
   Task hybrid_allreduce(CollOp& op, algo::KeptPlan kept);
   algo::KeptPlan kept_plan(const CollOp& op);
-  Task exchange_stripe_counts(CollOp& op);
+  Task exchange_stripe_masks(CollOp& op);
   void remember_result(const CollOp& op, bool exchanged);
   Task hybrid_whole_tensor(CollOp& op, bool block_rd);
   void count_union_blocks(const CollOp& op);
@@ -136,12 +136,12 @@ class Executor final : public runtime::Handler {
   algo::Scratch scratch_;
   std::vector<std::int32_t> halves_;  // exact_i32_avg: the 16-bit halves, then their sums
   std::vector<std::uint32_t> stripe_table_;  // hybrid: every rank's non-zero blocks per stripe
-  std::vector<std::uint32_t> mask_counts_;   // hybrid: stripe_table_'s masks as counts (stripes_unless_rd)
+  std::vector<std::uint32_t> mask_counts_;   // hybrid: stripe_table_'s masks as counts
   algo::PlanReuse plan_reuse_;               // hybrid: what later calls of a shape plan from
   std::vector<std::uint64_t> dense_plan_;     // hybrid: the stripes this call sends dense (bit per stripe)
   std::vector<std::uint32_t> result_counts_;  // hybrid: the result's non-zero blocks per stripe
   bool engine_counted_ = false;               // the engine fills result_counts_ of the block-sparse stripes
-  bool whole_in_stripes_ = false;             // hybrid: a tensor in the whole-tensor range went in stripes
+  bool in_stripes_ = false;                   // hybrid: this call went in stripes
   bool union_counted_ = false;                // hybrid: result_counts_ counted in block recursive doubling's union
   std::vector<std::uint64_t> next_plan_;      // hybrid: the plan its result calls for (follow_result)
   // hybrid: whole_tensor_dense_union_percent for...

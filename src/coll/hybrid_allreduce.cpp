@@ -1,19 +1,18 @@
 // The hybrid allreduce on the collective thread: every stripe of the tensor goes the way that
 // costs least for its density:
-//   1. each rank estimates its stripes' non-zero blocks from a sample of them
-//      (algo::sample_stripe_counts), every rank's estimates are exchanged (one small message to
-//      every peer) and every rank computes the same plan from the same table
-//      (algo/hybrid_plan.hpp); or, while this shape's results are steady, the plan its last
-//      result called for is taken, with no sample and no message (algo/plan_reuse.hpp);
-//   2. the sparse stripes, and only they, are scanned into the bitmap of the op slot the calling
+//   1. each rank samples its stripes' non-zero blocks (algo::sample_stripe_masks), every rank's
+//      samples are exchanged (one small message to every peer) and every rank computes the same
+//      plan from the same table (algo/hybrid_plan.hpp); or, while this shape's results are
+//      steady, it plans from the table it keeps, with no sample and no message
+//      (algo/plan_reuse.hpp);
+//   2. the whole tensor goes by block recursive doubling where the table favours it; else a
+//      tensor below SPARCOLL_HYBRID_MIN_BYTES goes whole by the dense algorithm below stripes,
+//      and a larger one in stripes:
+//   3. the sparse stripes, and only they, are scanned into the bitmap of the op slot the calling
 //      thread reserved, and go to the block-sparse engine, which runs them on the progress
 //      threads while
-//   3. this thread runs each run of adjacent dense stripes through the dense ring;
-//   4. the op completes once the block-sparse half has.
-// A tensor below SPARCOLL_HYBRID_MIN_BYTES is not split: after step 1 it goes whole by block
-// recursive doubling or the dense algorithm below stripes, whichever the table favours. Up to
-// algo::kWholeIfSparseFactor times that size it is planned the same way, from the same masks,
-// but where block recursive doubling is not picked it goes in stripes (steps 2-4).
+//   4. this thread runs each run of adjacent dense stripes through the dense ring;
+//   5. the op completes once the block-sparse half has.
 // Each element is reduced by exactly one of the two paths, each bitwise identical on every rank,
 // so the result is too. docs/architecture.md, "Hybrid allreduce".
 #include <bit>
@@ -66,37 +65,33 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
   const bool exchanged = !kept.kept();
   hybrid_stats_.densities_exchanged = exchanged;
   if (exchanged) {
-    if (Status s = co_await exchange_stripe_counts(op); !s.ok()) co_return s;
+    if (Status s = co_await exchange_stripe_masks(op); !s.ok()) co_return s;
   } else if (kept.table != nullptr) {
-    stripe_table_.assign(kept.table, kept.table + std::size_t{peers_.size()} * op.hybrid.stripe_counts.size());
+    stripe_table_.assign(kept.table, kept.table + std::size_t{peers_.size()} * op.hybrid.stripe_masks.size());
   }
   Status status;
   engine_counted_ = false;
   union_counted_ = false;
-  whole_in_stripes_ = false;
-  if (op.hybrid.whole_tensor) {
-    const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
-    const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();
-    const bool block_rd = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
-                                                                op.hybrid.stripe_blocks, op.hybrid.rd_max_percent,
-                                                                op.hybrid.stripes_unless_rd);
-    if (block_rd || !op.hybrid.stripes_unless_rd) {
-      status = co_await hybrid_whole_tensor(op, block_rd);
-    } else if (kept.dense != nullptr) {
-      // In stripes again: the plan the last result called for, as a striped shape's.
-      whole_in_stripes_ = true;
-      status = co_await hybrid_striped(op, kept.dense, nullptr);
-    } else {
-      // The stripes planned from the masks' estimated counts (the counts' own exchange samples
-      // the same blocks); the masks stay what the shape keeps (remember_result).
-      whole_in_stripes_ = true;
-      mask_counts_.resize(stripe_table_.size());
-      algo::mask_counts(stripe_table_.data(), stripe_table_.size(), stripes, nblocks, op.hybrid.stripe_blocks,
-                        mask_counts_.data());
-      status = co_await hybrid_striped(op, nullptr, mask_counts_.data());
-    }
+  in_stripes_ = false;
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_masks.size());
+  const std::uint64_t nblocks = op.hybrid.sparse_part->geometry.nblocks();
+  const bool block_rd = algo::prefer_block_recursive_doubling(stripe_table_.data(), peers_.size(), stripes, nblocks,
+                                                              op.hybrid.stripe_blocks, op.hybrid.rd_max_percent,
+                                                              op.hybrid.stripes_unless_rd);
+  if (block_rd || !op.hybrid.stripes_unless_rd) {
+    status = co_await hybrid_whole_tensor(op, block_rd);
+  } else if (kept.dense != nullptr) {
+    // In stripes again: the plan the last result called for.
+    in_stripes_ = true;
+    status = co_await hybrid_striped(op, kept.dense, nullptr);
   } else {
-    status = co_await hybrid_striped(op, kept.dense, stripe_table_.data());
+    // The stripes planned from the masks' estimated counts; the masks stay what the shape keeps
+    // (remember_result).
+    in_stripes_ = true;
+    mask_counts_.resize(stripe_table_.size());
+    algo::mask_counts(stripe_table_.data(), stripe_table_.size(), stripes, nblocks, op.hybrid.stripe_blocks,
+                      mask_counts_.data());
+    status = co_await hybrid_striped(op, nullptr, mask_counts_.data());
   }
   if (status.ok()) remember_result(op, exchanged);
   co_return status;  // a failure makes every shape exchange again (run_one)
@@ -106,7 +101,7 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
 // sparse stripes to the engine, the dense ones on this thread meanwhile, then the sparse half's end.
 Task Executor::hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept_dense, const std::uint32_t* counts) {
   block_sparse::OpState& part = *op.hybrid.sparse_part;
-  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_masks.size());
   if (kept_dense != nullptr)
     dense_plan_ = *kept_dense;
   else
@@ -125,8 +120,7 @@ Task Executor::hybrid_striped(CollOp& op, const std::vector<std::uint64_t>* kept
 // same answer; called once per hybrid allreduce on every rank, whatever its arguments (the calls
 // are part of what every rank must agree on).
 algo::KeptPlan Executor::kept_plan(const CollOp& op) {
-  return plan_reuse_.reusable(plan_key(op), std::size_t{peers_.size()} * op.hybrid.stripe_counts.size(),
-                              op.hybrid.whole_tensor);
+  return plan_reuse_.reusable(plan_key(op), std::size_t{peers_.size()} * op.hybrid.stripe_masks.size());
 }
 
 // After a call that succeeded: what its result (the same bits on every rank) says the next call
@@ -140,15 +134,15 @@ algo::KeptPlan Executor::kept_plan(const CollOp& op) {
 // at the middle of each part, as its decision is compared from one result to the next. Only the
 // call that exchanged the samples counts a striped tensor's dense stripes exactly; after it, a
 // dense stripe whose sample would send it block-sparse is counted exactly first
-// (algo::sample_leaves_dense). A tensor
-// in the whole-tensor range that went in stripes keeps both: its masks and band, and the plan
-// its result calls for, which its next call in stripes follows (planned from the masks' samples
-// on every call, 4 MiB at 10% and 4 ranks over shm sent 3.2 MB instead of 1.4, in 1.25x the time).
+// (algo::sample_leaves_dense). A tensor that went in stripes keeps both: its masks and band, and
+// the plan its result calls for, which its next call in stripes follows (planned from the masks'
+// samples on every call, 4 MiB at 10% and 4 ranks over shm sent 3.2 MB instead of 1.4, in 1.25x
+// the time).
 void Executor::remember_result(const CollOp& op, bool exchanged) {
   if (!plan_reuse_.enabled()) return;
-  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_masks.size());
   const std::uint64_t nblocks = block::block_count(op.count, options_.block_elems);
-  const bool in_stripes = !op.hybrid.whole_tensor || whole_in_stripes_;
+  const bool in_stripes = in_stripes_;
   const std::uint64_t phase =
       in_stripes ? plan_reuse_.calls() * 0x9E3779B97F4A7C15ull >> 32 : algo::kMiddlePhase;  // spread over the stripe
   // The call that planned from exchanged samples counts its dense stripes' results exactly, so
@@ -176,10 +170,6 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
   if (in_stripes)
     algo::follow_result(result_counts_.data(), dense_plan_, stripes, nblocks, op.hybrid.stripe_blocks, dense_percent,
                         &next_plan_, dense_exact);
-  if (!op.hybrid.whole_tensor) {
-    plan_reuse_.record_stripes(key, next_plan_, union_blocks, nblocks);
-    return;
-  }
   // The whole-tensor threshold depends only on the ranks, rd_max_percent and stripes_unless_rd
   // (the transport and the tensor's size): computed again only when those change.
   if (op.hybrid.rd_max_percent != whole_high_for_ || op.hybrid.stripes_unless_rd != whole_high_against_stripes_) {
@@ -188,9 +178,11 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
     whole_high_for_ = op.hybrid.rd_max_percent;
     whole_high_against_stripes_ = op.hybrid.stripes_unless_rd;
   }
-  plan_reuse_.record_whole(key, exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
-                           algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_high_),
-                           in_stripes ? &next_plan_ : nullptr);
+  const auto union_percent =
+      static_cast<std::uint32_t>(nblocks == 0 ? 0 : std::min(union_blocks, nblocks) * 100 / nblocks);
+  plan_reuse_.record(key, exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
+                     algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_high_), union_percent,
+                     in_stripes ? &next_plan_ : nullptr);
 }
 
 // A tensor sent whole by block recursive doubling: its result's blocks per stripe, counted in the
@@ -199,7 +191,7 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
 // 128 KiB-2 MiB and 1%, 2 ranks; docs/perf-log.md, "Whole tensors up to 16 MiB over a wire").
 void Executor::count_union_blocks(const CollOp& op) {
   const std::vector<std::uint64_t>& bits = scratch_.sparse.union_bits;
-  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_masks.size());
   const std::uint32_t words_per_stripe = op.hybrid.stripe_blocks / 64;
   if (op.hybrid.stripe_blocks % 64 != 0 || words_per_stripe == 0 ||
       bits.size() != block::bitmap_words(block::block_count(op.count, options_.block_elems)))
@@ -213,24 +205,22 @@ void Executor::count_union_blocks(const CollOp& op) {
 // This rank's sampled non-zero blocks per stripe, sent to every peer, and theirs received: the
 // table every rank plans from. Sampled here rather than by the calling thread: a call that plans
 // from a kept table needs no sample (1 MiB of a 16 MiB tensor, read block by block, took 55-85 us).
-Task Executor::exchange_stripe_counts(CollOp& op) {
+Task Executor::exchange_stripe_masks(CollOp& op) {
   HybridArgs& h = op.hybrid;
   const std::uint32_t n = peers_.size(), r = peers_.rank();
-  const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
-  // A tensor sent whole exchanges its samples' masks, not their counts (the same 4 bytes a
-  // stripe): block recursive doubling's cost is the size of unions of ranks, which the OR of
-  // their masks samples (algo::prefer_block_recursive_doubling).
-  if (stripes > 0 && h.whole_tensor)
+  const auto stripes = static_cast<std::uint32_t>(h.stripe_masks.size());
+  // The samples' masks, not their counts (the same 4 bytes a stripe): block recursive doubling's
+  // cost is the size of unions of ranks, which the OR of their masks samples
+  // (algo::prefer_block_recursive_doubling); the stripes' plan takes the counts the masks give
+  // (algo::mask_counts).
+  if (stripes > 0)
     algo::sample_stripe_masks(op.send, op.count, op.dtype, options_.block_elems, h.stripe_blocks,
-                              h.stripe_counts.data());
-  else if (stripes > 0)
-    algo::sample_stripe_counts(op.send, op.count, op.dtype, options_.block_elems, h.stripe_blocks,
-                               h.stripe_counts.data());
+                              h.stripe_masks.data());
   stripe_table_.assign(std::size_t{n} * stripes, 0);
-  std::copy(h.stripe_counts.begin(), h.stripe_counts.end(), stripe_table_.begin() + std::size_t{r} * stripes);
+  std::copy(h.stripe_masks.begin(), h.stripe_masks.end(), stripe_table_.begin() + std::size_t{r} * stripes);
   for (std::uint32_t p = 0; p < n; ++p) {
     if (p == r) continue;
-    peers_.send(p, kCountsTag, h.stripe_counts.data(), stripes * 4);
+    peers_.send(p, kCountsTag, h.stripe_masks.data(), stripes * 4);
     peers_.recv(p, kCountsTag, stripe_table_.data() + std::size_t{p} * stripes, stripes * 4);
   }
   co_return co_await peers_.wait();
@@ -264,7 +254,7 @@ Task Executor::hybrid_whole_tensor(CollOp& op, bool block_rd) {
 std::shared_ptr<detail::RequestState> Executor::hand_over_sparse_stripes(CollOp& op) {
   HybridArgs& h = op.hybrid;
   block_sparse::OpState& part = *h.sparse_part;
-  const auto stripes = static_cast<std::uint32_t>(h.stripe_counts.size());
+  const auto stripes = static_cast<std::uint32_t>(h.stripe_masks.size());
   const std::uint64_t nblocks = part.geometry.nblocks();
   std::uint32_t dense_count = 0;
   for (std::uint64_t word : part.dense_stripes) dense_count += static_cast<std::uint32_t>(std::popcount(word));
@@ -299,7 +289,7 @@ std::shared_ptr<detail::RequestState> Executor::hand_over_sparse_stripes(CollOp&
 
 // Each run of adjacent dense stripes through the dense path.
 Task Executor::run_dense_stripes(const CollOp& op) {
-  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_counts.size());
+  const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_masks.size());
   const std::size_t elems_per_stripe = std::size_t{op.hybrid.stripe_blocks} * options_.block_elems;
   Status status;
   std::uint32_t run = 0;

@@ -308,10 +308,9 @@ const std::vector<ConfigVariable>& config_variables() {
        "every process.",
        {}, &parse_nonnegative_u32<&Options::small_tensor_bytes>},
       {"SPARCOLL_HYBRID_MIN_BYTES", "hybrid_min_bytes", "2097152",
-       "the smallest tensor the hybrid splits into stripes: below it the hybrid sends the whole tensor by block "
-       "recursive doubling or by the ring, whichever the exchanged densities say moves fewer bytes; up to 4 times "
-       "it over shm, 9 times over a wire (tcp, rdma, dpdk), by block recursive doubling when that is picked, else in "
-       "stripes (docs/algorithms.md). Must be equal on every process.",
+       "the smallest tensor the hybrid splits into stripes: the hybrid sends a tensor of any size whole by block "
+       "recursive doubling where the exchanged sample masks say it moves few enough bytes; else, below this size, "
+       "whole by the ring, and from it in stripes (docs/algorithms.md). Must be equal on every process.",
        {}, &parse_nonnegative_u32<&Options::hybrid_min_bytes>},
       {"SPARCOLL_RING_SEGMENT_BYTES", "ring_segment_bytes", "2097152",
        "the ring allreduce (and the hybrid's dense stripes, which run it) goes round once per segment of this "
@@ -323,11 +322,11 @@ const std::vector<ConfigVariable>& config_variables() {
        "every process.",
        {}, &parse_nonnegative_u32<&Options::ring_segment_bytes>},
       {"SPARCOLL_HYBRID_PLAN_REUSE", "hybrid_plan_reuse", "32",
-       "hybrid allreduce: later calls of one shape (count, dtype, op) skip the exchange of sampled densities "
-       "while the shape's results are steady. A tensor split into stripes then plans from what its last result "
-       "calls for (the block-sparse stripes' exact union counts); a tensor sent whole plans from the sample masks "
-       "of its last exchange, for at most this many calls. 0: every call exchanges. Must be equal on every "
-       "process (docs/algorithms.md, \"hybrid\").",
+       "hybrid allreduce: later calls of one shape (count, dtype, op) skip the exchange of sample masks while "
+       "the shape's results are steady, for at most this many calls after an exchange: they plan from the masks "
+       "of its last exchange, and a tensor in stripes from what its last result calls for (the block-sparse "
+       "stripes' exact union counts). 0: every call exchanges. Must be equal on every process "
+       "(docs/algorithms.md, \"hybrid\").",
        {}, &parse_nonnegative_u32<&Options::hybrid_plan_reuse>},
       {"SPARCOLL_AGGREGATORS", "aggregators", "0",
        "0: aggregation co-located on the workers; M: M dedicated aggregator processes.", {},

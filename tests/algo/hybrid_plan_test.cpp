@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "block/bitmap.hpp"
+
 #include <random>
 #include <vector>
 
@@ -30,13 +32,21 @@ TEST(HybridPlan, StripesAreWholeBitmapWordsOfAtLeast512BlocksAndAtMost64) {
   EXPECT_LE((big + stripe_blocks_for(big) - 1) / stripe_blocks_for(big), 64u);
 }
 
+// The counts the stripes' plan takes: each stripe's sample mask (sample_stripe_masks) as an
+// estimated count (mask_counts).
+std::vector<std::uint32_t> sampled_counts(const std::vector<float>& t, std::uint32_t stripes) {
+  std::vector<std::uint32_t> masks(stripes, 0), counts(stripes, 99);
+  sample_stripe_masks(t.data(), t.size(), DataType::f32, kBlock, 512, masks.data());
+  mask_counts(masks.data(), stripes, stripes, block::block_count(t.size(), kBlock), 512, counts.data());
+  return counts;
+}
+
 TEST(HybridPlan, SampledCountsAreExactForShortStripesAndFullOrEmptyOnes) {
   // 3 stripes of 512 blocks and a last one of 20 (every block of it sampled); the tensor's last
   // block is short.
   const std::uint64_t nblocks = 3 * 512 + 20;
   const auto t = tensor(nblocks, 100, [](std::uint64_t b) { return b < 512 || (b >= 3 * 512 && b % 3 == 0); });
-  std::vector<std::uint32_t> counts(4, 99);
-  sample_stripe_counts(t.data(), t.size(), DataType::f32, kBlock, 512, counts.data());
+  const std::vector<std::uint32_t> counts = sampled_counts(t, 4);
   EXPECT_EQ(counts[0], 512u);  // full
   EXPECT_EQ(counts[1], 0u);    // empty
   EXPECT_EQ(counts[2], 0u);
@@ -49,8 +59,7 @@ TEST(HybridPlan, SampledCountsEstimateARandomStripesDensity) {
   std::vector<bool> nonzero(64 * 512);
   for (std::size_t b = 0; b < nonzero.size(); ++b) nonzero[b] = pick(rng);
   const auto t = tensor(nonzero.size(), 0, [&](std::uint64_t b) { return nonzero[b]; });
-  std::vector<std::uint32_t> counts(64);
-  sample_stripe_counts(t.data(), t.size(), DataType::f32, kBlock, 512, counts.data());
+  const std::vector<std::uint32_t> counts = sampled_counts(t, 64);
   double mean = 0;
   for (std::uint32_t c : counts) {
     EXPECT_LE(c, 512u);
@@ -168,7 +177,11 @@ TEST(HybridPlan, BlockRecursiveDoublingsShareOfTheRingShrinksWithTheTensor) {
   EXPECT_EQ(rd_max_percent(false, 2 * MiB), 45u);
   EXPECT_EQ(rd_max_percent(false, 3 * MiB), 45u);
   EXPECT_EQ(rd_max_percent(false, 4 * MiB), 45u);
-  EXPECT_EQ(rd_max_percent(false, std::uint64_t{1} << 62), 45u);
+  EXPECT_EQ(rd_max_percent(false, 16 * MiB), 45u);
+  // Above 16 MiB, kWireLargeTensorPercent.
+  EXPECT_EQ(rd_max_percent(false, 16 * MiB + 1), 8u);
+  EXPECT_EQ(rd_max_percent(false, 100 * MiB), 8u);
+  EXPECT_EQ(rd_max_percent(false, std::uint64_t{1} << 62), 8u);
   // Never larger for a larger tensor.
   for (const bool shm : {false, true}) {
     std::uint32_t last = 100;

@@ -13,33 +13,37 @@ const PlanKey kShape{1u << 20, DataType::f32, ReduceOp::sum};
 const std::vector<std::uint32_t> kTable = {10, 20, 30, 40};  // 2 ranks x 2 stripes
 constexpr RdBand kRd = RdBand::inside, kDense = RdBand::above;
 
-// One hybrid call of a tensor sent whole, as the executor makes it: reuse the kept table if it
-// may, else "exchange" `table`; its result calls for the dense algorithm or not (block recursive
-// doubling). Returns whether the call exchanged.
-bool call_whole(PlanReuse& reuse, const PlanKey& key, RdBand band, const std::vector<std::uint32_t>& table = kTable) {
-  const KeptPlan kept = reuse.reusable(key, table.size(), /*whole_tensor=*/true);
+// One hybrid call of a tensor that went whole, as the executor makes it: reuse the kept table if
+// it may, else "exchange" `table`; its result calls for the dense algorithm or not (block
+// recursive doubling), and has union_percent of its blocks non-zero. Returns whether the call
+// exchanged.
+bool call_whole(PlanReuse& reuse, const PlanKey& key, RdBand band, const std::vector<std::uint32_t>& table = kTable,
+                std::uint32_t union_percent = 5) {
+  const KeptPlan kept = reuse.reusable(key, table.size());
   EXPECT_EQ(kept.dense, nullptr);
   if (kept.kept()) {
     EXPECT_EQ(std::vector<std::uint32_t>(kept.table, kept.table + table.size()), table);
-    reuse.record_whole(key, false, kept.table, table.size(), band);
+    reuse.record(key, false, kept.table, table.size(), band, union_percent);
     return false;
   }
-  reuse.record_whole(key, true, table.data(), table.size(), band);
+  reuse.record(key, true, table.data(), table.size(), band, union_percent);
   return true;
 }
 
 using Plan = std::vector<std::uint64_t>;
 constexpr std::uint64_t kBlocks = 1000;
 
-// One call of a striped shape: planned from the kept plan if it may (*planned = that plan), else
-// exchanged (*planned cleared); its result has union_blocks of kBlocks non-zero and calls for
-// `next`. Returns whether the call exchanged.
+// One call of a shape that went in stripes: planned from the kept plan if it may (*planned =
+// that plan), else exchanged (*planned cleared); its result has union_blocks of kBlocks non-zero
+// (above block recursive doubling's band) and calls for `next`. Returns whether the call
+// exchanged.
 bool call_stripes(PlanReuse& reuse, const PlanKey& key, const Plan& next, std::uint64_t union_blocks,
                   Plan* planned = nullptr) {
-  const KeptPlan kept = reuse.reusable(key, kTable.size(), /*whole_tensor=*/false);
-  EXPECT_EQ(kept.table, nullptr);
+  const KeptPlan kept = reuse.reusable(key, kTable.size());
   if (planned != nullptr) *planned = kept.dense != nullptr ? *kept.dense : Plan{};
-  reuse.record_stripes(key, next, union_blocks, kBlocks);
+  const auto union_percent = static_cast<std::uint32_t>(union_blocks * 100 / kBlocks);
+  reuse.record(key, !kept.kept(), kept.kept() ? kept.table : kTable.data(), kTable.size(), kDense, union_percent,
+               &next);
   return !kept.kept();
 }
 
@@ -82,16 +86,16 @@ TEST(PlanReuse, AWholeTensorInStripesKeepsThePlanItsResultCallsFor) {
   PlanReuse reuse(32);
   const Plan follow = {0b0110};
   for (int i = 0; i < 2; ++i) {
-    const KeptPlan kept = reuse.reusable(kShape, kTable.size(), /*whole_tensor=*/true);
+    const KeptPlan kept = reuse.reusable(kShape, kTable.size());
     EXPECT_FALSE(kept.kept());
-    reuse.record_whole(kShape, true, kTable.data(), kTable.size(), kDense, &follow);
+    reuse.record(kShape, true, kTable.data(), kTable.size(), kDense, 40, &follow);
   }
-  KeptPlan kept = reuse.reusable(kShape, kTable.size(), /*whole_tensor=*/true);
+  KeptPlan kept = reuse.reusable(kShape, kTable.size());
   ASSERT_NE(kept.table, nullptr);
   ASSERT_NE(kept.dense, nullptr);
   EXPECT_EQ(*kept.dense, follow);
-  reuse.record_whole(kShape, false, kept.table, kTable.size(), kDense, nullptr);  // went whole
-  kept = reuse.reusable(kShape, kTable.size(), /*whole_tensor=*/true);
+  reuse.record(kShape, false, kept.table, kTable.size(), kDense, 40, nullptr);  // went whole
+  kept = reuse.reusable(kShape, kTable.size());
   EXPECT_NE(kept.table, nullptr);
   EXPECT_EQ(kept.dense, nullptr);
 }
@@ -109,12 +113,12 @@ TEST(PlanReuse, AWholeTensorsKeptTableServesAtMostMaxReusesCallsThenIsExchangedA
   const std::vector<std::uint32_t> fresh = {11, 21, 31, 41};
   EXPECT_TRUE(call_whole(reuse, kShape, kDense, fresh));
   // Still steady: the fresh table serves at once.
-  const KeptPlan kept = reuse.reusable(kShape, fresh.size(), true);
+  const KeptPlan kept = reuse.reusable(kShape, fresh.size());
   ASSERT_NE(kept.table, nullptr);
   EXPECT_EQ(std::vector<std::uint32_t>(kept.table, kept.table + 4), fresh);
 }
 
-TEST(PlanReuse, AStripedShapeFollowsItsLastResultOnceTwoResultsAreAlike) {
+TEST(PlanReuse, AShapeInStripesFollowsItsLastResultOnceTwoResultsAreAlike) {
   PlanReuse reuse(32);
   Plan planned;
   EXPECT_TRUE(call_stripes(reuse, kShape, {0b11}, 340));   // nothing kept yet
@@ -125,7 +129,7 @@ TEST(PlanReuse, AStripedShapeFollowsItsLastResultOnceTwoResultsAreAlike) {
   EXPECT_EQ(planned, (Plan{0b00}));
 }
 
-TEST(PlanReuse, AStripedShapeWhoseUnionJumpsExchangesAndTrustStartsOver) {
+TEST(PlanReuse, AShapeInStripesWhoseUnionJumpsExchangesAndTrustStartsOver) {
   PlanReuse reuse(32);
   call_stripes(reuse, kShape, {0b00}, 100);
   call_stripes(reuse, kShape, {0b00}, 110);  // 10 points: steady
@@ -136,17 +140,29 @@ TEST(PlanReuse, AStripedShapeWhoseUnionJumpsExchangesAndTrustStartsOver) {
   EXPECT_EQ(planned, (Plan{0b11}));
 }
 
-TEST(PlanReuse, TwoStripedTensorsOfOneShapeWithDifferentUnionsInTurnAlwaysExchange) {
+TEST(PlanReuse, TwoTensorsOfOneShapeInStripesWithDifferentUnionsInTurnAlwaysExchange) {
   PlanReuse reuse(32);
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(call_stripes(reuse, kShape, {i % 2 == 0 ? 0b00u : 0b11u}, i % 2 == 0 ? 50 : 1000));
 }
 
-TEST(PlanReuse, AStripedShapesPlanIsNotLimitedByMaxReuses) {
-  // Its results say what the stripes are at every call: nothing kept goes stale.
+TEST(PlanReuse, AWholeTensorWhoseUnionMovesWithinItsBandKeepsItsTable) {
+  // Decisions, not densities: a real gradient's union moves by 10-20 points from step to step.
+  PlanReuse reuse(32);
+  call_whole(reuse, kShape, kRd, kTable, 1);
+  call_whole(reuse, kShape, kRd, kTable, 20);
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(call_whole(reuse, kShape, kRd, kTable, i % 2 == 0 ? 1 : 20));
+}
+
+TEST(PlanReuse, AShapeInStripesExchangesAfterMaxReusesCallsAndThenFollowsItsResultsAgain) {
   PlanReuse reuse(3);
   call_stripes(reuse, kShape, {0b10}, 500);
   call_stripes(reuse, kShape, {0b10}, 500);
-  for (int i = 0; i < 10; ++i) EXPECT_FALSE(call_stripes(reuse, kShape, {0b10}, 500));
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(call_stripes(reuse, kShape, {0b10}, 500));
+  Plan planned;
+  EXPECT_TRUE(call_stripes(reuse, kShape, {0b10}, 500, &planned));
+  EXPECT_TRUE(planned.empty());  // planned from the exchanged masks
+  EXPECT_FALSE(call_stripes(reuse, kShape, {0b10}, 500, &planned));
+  EXPECT_EQ(planned, (Plan{0b10}));
 }
 
 TEST(PlanReuse, AFailedCallMakesEveryShapeExchange) {
@@ -191,7 +207,7 @@ TEST(PlanReuse, ATableOfAnotherSizeIsNotReused) {
   PlanReuse reuse(32);
   call_whole(reuse, kShape, kDense);
   call_whole(reuse, kShape, kDense);
-  EXPECT_FALSE(reuse.reusable(kShape, kTable.size() + 2, true).kept());
+  EXPECT_FALSE(reuse.reusable(kShape, kTable.size() + 2).kept());
 }
 
 TEST(PlanReuse, TheCallCountIsTheSameForEveryCallSequence) {

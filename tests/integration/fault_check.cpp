@@ -229,13 +229,12 @@ bool hybrid_whole_tensor_sees_its_union(sparcoll::Communicator& comm) {
   return true;
 }
 
-// The same for a tensor in the whole-tensor range that goes in stripes: 3 MiB whose non-zero
-// blocks, on every rank, are exactly the ones the exchanged masks sample (32 of each stripe's
-// 512, 6%). The masks see every stripe full, so the first calls send the tensor in stripes, all
+// The same for a tensor the exchanged masks send in stripes: 3 MiB whose non-zero blocks, on
+// every rank, are exactly the ones the masks sample (32 of each stripe's 512, 6%). The masks see every stripe full, so the first calls send the tensor in stripes, all
 // of them dense; the results, sampled at other blocks, call for block-sparse stripes, and the
 // calls that plan from what the shape keeps follow them: the last two of five calls send nothing
 // dense. Every call sums right.
-bool hybrid_whole_range_stripes_follow_the_results(sparcoll::Communicator& comm) {
+bool hybrid_stripes_planned_from_masks_follow_the_results(sparcoll::Communicator& comm) {
   const std::size_t count = (std::size_t{3} << 18) - 512, blocks = count / 256;
   constexpr std::size_t kStripeBlocks = 512, kSamples = 32;  // algo::stripe_blocks_for, algo::kStripeSamples
   std::vector<char> sampled(blocks, 0);
@@ -254,12 +253,12 @@ bool hybrid_whole_range_stripes_follow_the_results(sparcoll::Communicator& comm)
     const float want = static_cast<float>(comm.size() * (comm.size() + 1) / 2);
     for (std::size_t i = 0; i < count; ++i)
       if (v[i] != (i % 256 == 7 && sampled[i / 256] ? want : 0.0f)) {
-        std::printf("fault: rank %d: call %d of the whole-range hybrid allreduce in stripes gave a wrong sum at %zu\n",
+        std::printf("fault: rank %d: call %d of the hybrid allreduce in stripes planned from masks gave a wrong sum at %zu\n",
                     comm.rank(), call, i);
         return false;
       }
     if (call >= 4 && r.stats().dense_elements != 0) {
-      std::printf("fault: rank %d: call %d of the whole-range hybrid allreduce in stripes still sent %llu elements "
+      std::printf("fault: rank %d: call %d of the hybrid allreduce in stripes planned from masks still sent %llu elements "
                   "dense\n",
                   comm.rank(), call, static_cast<unsigned long long>(r.stats().dense_elements));
       return false;
@@ -268,8 +267,8 @@ bool hybrid_whole_range_stripes_follow_the_results(sparcoll::Communicator& comm)
   return true;
 }
 
-// A tensor from SPARCOLL_HYBRID_MIN_BYTES (2 MiB) to 9 times that is planned as one sent whole
-// and goes whole when block recursive doubling is picked, else in stripes. 3 MiB of f32, three
+// A tensor from SPARCOLL_HYBRID_MIN_BYTES (2 MiB) up goes whole when block recursive doubling is
+// picked, else in stripes. 3 MiB of f32, three
 // times each: 1% of the blocks non-zero on each rank (drawn apart by rank) goes whole by block
 // recursive doubling (nothing dense, no block through the block-sparse engine); the first half
 // dense and 1% of the second half's blocks does not (block recursive doubling would send half the
@@ -277,9 +276,11 @@ bool hybrid_whole_range_stripes_follow_the_results(sparcoll::Communicator& comm)
 // half through the engine. At 12 MiB, 7% of the blocks goes whole over a wire (block recursive
 // doubling's estimate at 3 ranks, 16% of the ring's bytes, within a wire's 45%) and in stripes
 // over shm (above its 10%; a union of 20%, all of them block-sparse), and 0.3% whole over both,
-// however few its bytes. Every call's sum is checked. Each kind of data has a shape of its own (a count not of
+// however few its bytes. At 20 MiB, above kWireLargeTensorBytes, 5% goes in stripes over both
+// (11% of the ring's bytes, above a wire's 8 there and shm's 10) and 0.3% whole. Every call's
+// sum is checked. Each kind of data has a shape of its own (a count not of
 // kHybridShapes), so that no call plans from another data's kept table.
-bool hybrid_middle_range_goes_whole_only_when_sparse(sparcoll::Communicator& comm) {
+bool hybrid_goes_whole_only_when_sparse(sparcoll::Communicator& comm) {
   // Whether `block` of `rank` is one of the permille non-zero ones (a mixing hash: the samples
   // of the plan see about that density).
   const auto sparse_block = [](std::size_t block, int rank, std::uint64_t permille) {
@@ -298,7 +299,9 @@ bool hybrid_middle_range_goes_whole_only_when_sparse(sparcoll::Communicator& com
   const Kind kinds[] = {{"sparse 3 MiB", (std::size_t{3} << 18) + 256, 10, false, true},
                         {"half dense 3 MiB", (std::size_t{3} << 18) + 512, 10, true, false},
                         {"7% sparse 12 MiB", (std::size_t{3} << 20) + 256, 70, false, !over_shm},
-                        {"0.3% sparse 12 MiB", (std::size_t{3} << 20) + 512, 3, false, true}};
+                        {"0.3% sparse 12 MiB", (std::size_t{3} << 20) + 512, 3, false, true},
+                        {"5% sparse 20 MiB", (std::size_t{5} << 20) + 256, 50, false, false},
+                        {"0.3% sparse 20 MiB", (std::size_t{5} << 20) + 512, 3, false, true}};
   for (const Kind& kind : kinds)
     for (int call = 0; call < 3; ++call) {
       const std::size_t count = kind.count, blocks = count / 256;
@@ -506,8 +509,8 @@ int main(int argc, char** argv) {
       // refused before it plans: every rank fails it, forgets its tables, and the calls after
       // it (the same shapes) still meet and sum right (algo/plan_reuse.hpp).
       if (!hybrid_sums_right(*comm, 4) || !hybrid_plan_settles_on_the_union(*comm) ||
-          !hybrid_dense_plan_stays_dense(*comm) || !hybrid_middle_range_goes_whole_only_when_sparse(*comm) ||
-          !hybrid_whole_range_stripes_follow_the_results(*comm) || !hybrid_whole_tensor_sees_its_union(*comm))
+          !hybrid_dense_plan_stays_dense(*comm) || !hybrid_goes_whole_only_when_sparse(*comm) ||
+          !hybrid_stripes_planned_from_masks_follow_the_results(*comm) || !hybrid_whole_tensor_sees_its_union(*comm))
         return 1;
       std::vector<float> v(kHybridShapes[0], 1.0f);
       comm->allreduce(culprit ? nullptr : v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum,
