@@ -34,8 +34,10 @@ KeptPlan PlanReuse::reusable(const PlanKey& key, std::size_t table_size) {
   Entry* e = find(key);
   if (e == nullptr) return {};
   e->last_use = calls_;
-  if (!e->trusted || e->reuses >= max_reuses_ || e->table.size() != table_size) return {};
-  return KeptPlan{e->table.data(), e->next.empty() ? nullptr : &e->next};
+  if (!e->trusted) return {};
+  const std::vector<std::uint64_t>* next = e->next.empty() ? nullptr : &e->next;
+  if (e->reuses >= max_reuses_ || e->table.size() != table_size) return KeptPlan{nullptr, next};
+  return KeptPlan{e->table.data(), next};
 }
 
 void PlanReuse::record(const PlanKey& key, bool exchanged, const std::uint32_t* table, std::size_t table_size,

@@ -15,9 +15,9 @@
 // calls after the exchange, while the shape is steady: its last two results called for the same
 // way (result_rd_band in hybrid_plan.hpp), and if it went in stripes their union densities (all
 // stripes together) are within kSteadyUnionPercent of each other. Where its masks send it in
-// stripes it also keeps the
-// plan its last result calls for (follow_result in hybrid_plan.hpp), which its next call in
-// stripes follows: the block-sparse stripes' union counts are exact, so a plan that follows them
+// stripes it also keeps the plan its last result calls for (follow_result in hybrid_plan.hpp),
+// which its next call in stripes follows, also the call that exchanges the masks again after
+// max_reuses: the block-sparse stripes' union counts are exact, so a plan that follows them
 // settles on the stripes' true union densities, where a plan from the exchanged samples keeps
 // their noise. Two tensors of one shape in turn (a sparse and a dense one) are not steady and
 // exchange on every call; two alike share one plan, which suits both.
@@ -42,7 +42,8 @@ struct PlanKey {
   bool operator==(const PlanKey&) const = default;
 };
 
-// What a call may plan from without an exchange; table null: exchange.
+// What a call may plan from; table null: it exchanges the masks (and, with `dense`, still follows
+// its last result if it goes in stripes).
 struct KeptPlan {
   const std::uint32_t* table = nullptr;               // every rank's sample masks
   const std::vector<std::uint64_t>* dense = nullptr;  // if it went in stripes: the dense stripes' bits
