@@ -224,13 +224,17 @@ std::uint32_t shm_dense_union_percent(std::uint32_t ranks) {
   return static_cast<std::uint32_t>((kOne - all_zero + kOne / 200) / (kOne / 100));
 }
 
+std::uint32_t result_union_percent(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks) {
+  if (nblocks == 0) return 0;
+  std::uint64_t nonzero = 0;
+  for (std::uint32_t s = 0; s < stripes; ++s) nonzero += counts[s];
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(nonzero, nblocks) * 100 / nblocks);
+}
+
 RdBand result_rd_band(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
                       std::uint32_t high_percent) {
   if (nblocks == 0) return RdBand::inside;
-  std::uint64_t nonzero = 0;
-  for (std::uint32_t s = 0; s < stripes; ++s) nonzero += counts[s];
-  const std::uint64_t percent = std::min<std::uint64_t>(nonzero, nblocks) * 100 / nblocks;
-  return percent >= high_percent ? RdBand::above : RdBand::inside;
+  return result_union_percent(counts, stripes, nblocks) >= high_percent ? RdBand::above : RdBand::inside;
 }
 
 void follow_result(const std::uint32_t* counts, const std::vector<std::uint64_t>& plan, std::uint32_t stripes,

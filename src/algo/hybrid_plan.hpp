@@ -158,6 +158,8 @@ bool sample_leaves_dense(std::uint32_t count, std::uint64_t blocks, std::uint32_
 // high_percent (whole_tensor_dense_union_percent), compared in integers. PlanReuse keeps a
 // shape's table while this stays the same from one result to the next.
 enum class RdBand : std::uint8_t { inside, above };
+// The whole tensor's union density from those counts: whole percent of its nblocks (0 for none).
+std::uint32_t result_union_percent(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks);
 RdBand result_rd_band(const std::uint32_t* counts, std::uint32_t stripes, std::uint64_t nblocks,
                       std::uint32_t high_percent);
 

@@ -26,7 +26,7 @@
 namespace sparcoll::coll {
 namespace {
 
-constexpr std::uint32_t kCountsTag = 0;
+constexpr std::uint32_t kMasksTag = 0;
 // Each dense run numbers its algorithm's tags from here up (Peers::set_tag_base): the ring's
 // segments number theirs below kRingTags.
 constexpr std::uint32_t kRunTagStride = algo::kRingTags;
@@ -66,7 +66,7 @@ Task Executor::hybrid_allreduce(CollOp& op, algo::KeptPlan kept) {
   hybrid_stats_.densities_exchanged = exchanged;
   if (exchanged) {
     if (Status s = co_await exchange_stripe_masks(op); !s.ok()) co_return s;
-  } else if (kept.table != nullptr) {
+  } else {
     stripe_table_.assign(kept.table, kept.table + std::size_t{peers_.size()} * op.hybrid.stripe_masks.size());
   }
   Status status;
@@ -142,16 +142,14 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
   if (!plan_reuse_.enabled()) return;
   const auto stripes = static_cast<std::uint32_t>(op.hybrid.stripe_masks.size());
   const std::uint64_t nblocks = block::block_count(op.count, options_.block_elems);
-  const bool in_stripes = in_stripes_;
   const std::uint64_t phase =
-      in_stripes ? plan_reuse_.calls() * 0x9E3779B97F4A7C15ull >> 32 : algo::kMiddlePhase;  // spread over the stripe
+      in_stripes_ ? plan_reuse_.calls() * 0x9E3779B97F4A7C15ull >> 32 : algo::kMiddlePhase;  // spread over the stripe
   // The call that planned from exchanged samples counts its dense stripes' results exactly, so
   // that the samples' mistakes last one call (algo::follow_result's dense_exact). Once per
   // exchange: a dense stripe's exact count reads its zero blocks in full.
-  const bool dense_exact = in_stripes && exchanged;
+  const bool dense_exact = in_stripes_ && exchanged;
   const auto dense_percent = static_cast<std::uint32_t>(options_.hybrid_dense_percent);
   result_counts_.resize(stripes);
-  std::uint64_t union_blocks = 0;
   for (std::uint32_t s = 0; s < stripes; ++s) {
     const std::uint64_t first = std::uint64_t{s} * op.hybrid.stripe_blocks;
     const std::uint64_t blocks = std::min<std::uint64_t>(op.hybrid.stripe_blocks, nblocks - first);
@@ -160,14 +158,13 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
           dense_exact ? algo::count_stripe_blocks(op.recv, op.count, op.dtype, options_.block_elems, first, blocks)
                       : algo::sample_stripe_count(op.recv, op.count, op.dtype, options_.block_elems, first, blocks, phase);
       // A dense stripe leaves for the engine on an exact count, not on a sample's noise.
-      if (in_stripes && !dense_exact && is_dense(dense_plan_, s) &&
+      if (in_stripes_ && !dense_exact && is_dense(dense_plan_, s) &&
           algo::sample_leaves_dense(result_counts_[s], blocks, dense_percent))
         result_counts_[s] = algo::count_stripe_blocks(op.recv, op.count, op.dtype, options_.block_elems, first, blocks);
     }
-    union_blocks += result_counts_[s];
   }
   const algo::PlanKey key = plan_key(op);
-  if (in_stripes)
+  if (in_stripes_)
     algo::follow_result(result_counts_.data(), dense_plan_, stripes, nblocks, op.hybrid.stripe_blocks, dense_percent,
                         &next_plan_, dense_exact);
   // The whole-tensor threshold depends only on the ranks, rd_max_percent and stripes_unless_rd
@@ -178,11 +175,10 @@ void Executor::remember_result(const CollOp& op, bool exchanged) {
     whole_high_for_ = op.hybrid.rd_max_percent;
     whole_high_against_stripes_ = op.hybrid.stripes_unless_rd;
   }
-  const auto union_percent =
-      static_cast<std::uint32_t>(nblocks == 0 ? 0 : std::min(union_blocks, nblocks) * 100 / nblocks);
   plan_reuse_.record(key, exchanged, stripe_table_.data(), std::size_t{peers_.size()} * stripes,
-                     algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_high_), union_percent,
-                     in_stripes ? &next_plan_ : nullptr);
+                     algo::result_rd_band(result_counts_.data(), stripes, nblocks, whole_high_),
+                     algo::result_union_percent(result_counts_.data(), stripes, nblocks),
+                     in_stripes_ ? &next_plan_ : nullptr);
 }
 
 // A tensor sent whole by block recursive doubling: its result's blocks per stripe, counted in the
@@ -202,8 +198,8 @@ void Executor::count_union_blocks(const CollOp& op) {
   union_counted_ = true;
 }
 
-// This rank's sampled non-zero blocks per stripe, sent to every peer, and theirs received: the
-// table every rank plans from. Sampled here rather than by the calling thread: a call that plans
+// This rank's sample mask of every stripe, sent to every peer, and theirs received: the table
+// every rank plans from. Sampled here rather than by the calling thread: a call that plans
 // from a kept table needs no sample (1 MiB of a 16 MiB tensor, read block by block, took 55-85 us).
 Task Executor::exchange_stripe_masks(CollOp& op) {
   HybridArgs& h = op.hybrid;
@@ -220,8 +216,8 @@ Task Executor::exchange_stripe_masks(CollOp& op) {
   std::copy(h.stripe_masks.begin(), h.stripe_masks.end(), stripe_table_.begin() + std::size_t{r} * stripes);
   for (std::uint32_t p = 0; p < n; ++p) {
     if (p == r) continue;
-    peers_.send(p, kCountsTag, h.stripe_masks.data(), stripes * 4);
-    peers_.recv(p, kCountsTag, stripe_table_.data() + std::size_t{p} * stripes, stripes * 4);
+    peers_.send(p, kMasksTag, h.stripe_masks.data(), stripes * 4);
+    peers_.recv(p, kMasksTag, stripe_table_.data() + std::size_t{p} * stripes, stripes * 4);
   }
   co_return co_await peers_.wait();
 }
