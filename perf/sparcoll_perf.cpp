@@ -2,11 +2,14 @@
 //   sparcoll-run -n 4 -- sparcoll-perf --elements 26214400 --density 0.01
 //   sparcoll-run -n 2 --transport tcp -- sparcoll-perf -b 4K -e 100M -f 16 -d 0,0.01,1 --json out.jsonl
 // Rank 0 prints a header (host, commit, options) and one nccl-tests-style row per point, and
-// appends them to --json / --csv files. Several --transport / --algo / --block values run one
+// appends them to --json / --csv files. Several --transport / --block values run one
 // communicator each, one after the other (co-located aggregation only: dedicated aggregator
-// processes serve a single communicator). See perf/lib/sweep.hpp for the sweep flags.
+// processes serve a single communicator); several --algo values share it, each running the whole
+// sweep in turn, or with --call-by-call taking turns call by call at every point (the fair way to
+// compare algorithms on a host whose speed drifts). See perf/lib/sweep.hpp for the sweep flags.
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,7 +24,7 @@ namespace {
 
 struct Flags {
   std::vector<std::string> transports, algos;
-  bool out_of_place = false, register_send = false, read_floor = false;
+  bool out_of_place = false, register_send = false, read_floor = false, call_by_call = false;
   sparcoll::perf::SweepOptions sweep;
 };
 
@@ -33,6 +36,8 @@ struct Flags {
                "  --algo LIST           block_sparse, auto, ring, butterfly, ssar_recursive_doubling,\n"
                "                        ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct,\n"
                "                        hybrid, block_recursive_doubling (default: SPARCOLL_ALGO, itself auto)\n"
+               "  --call-by-call        with several --algo: at every point they take turns, one call each\n"
+               "                        (the order rotating), instead of each running the whole sweep in turn\n"
                "  --out-of-place        separate receive buffer   --register: register the send buffer (zero-copy)\n"
                "  --read-floor          time each rank reading its tensor once instead (all ranks at once):\n"
                "                        the floor under any allreduce that must look at every element (system 'floor')\n"
@@ -72,6 +77,7 @@ Flags parse(int argc, char** argv) {
     if (a == "--transport") list(&f.transports);
     else if (a == "--algo") list(&f.algos);
     else if (a == "--out-of-place") f.out_of_place = true;
+    else if (a == "--call-by-call") f.call_by_call = true;
     else if (a == "--register") f.register_send = true;
     else if (a == "--read-floor") f.read_floor = true;
     else if (a == "--version") {
@@ -91,6 +97,10 @@ Flags parse(int argc, char** argv) {
   if (f.read_floor && (f.register_send || !f.algos.empty()))
     usage("--read-floor times a read of the tensor, no allreduce: it takes no --algo or --register");
   if (f.register_send && f.out_of_place) usage("--register applies to in-place runs (the registered buffer is the one sent)");
+  if (f.call_by_call && f.read_floor) usage("--call-by-call takes turns between algorithms: --read-floor runs none");
+  if (f.call_by_call && f.register_send && f.algos.size() > 1)
+    usage("--call-by-call with --register: the algorithms would each register the one buffer they share; "
+          "measure a registered buffer with one --algo");
   return f;
 }
 
@@ -242,10 +252,10 @@ int main(int argc, char** argv) {
         if (!transport.empty()) options.transport = transport;
         if (block != 0) options.block_elems = block;
         sparcoll::Communicator comm(options);
+        sparcoll::perf::SweepOptions sweep = flags.sweep;
+        sweep.blocks = {comm.options().block_elems};
         if (flags.read_floor) {
           ReadFloor floor(comm);
-          sparcoll::perf::SweepOptions sweep = flags.sweep;
-          sweep.blocks = {comm.options().block_elems};
           sparcoll::perf::SweepRun run;
           run.identity.system = "floor";
           run.identity.algo = "read";
@@ -260,10 +270,7 @@ int main(int argc, char** argv) {
           sparcoll::perf::run_sweep(floor, sweep, run);
           continue;
         }
-        for (const sparcoll::Algorithm algo : parsed_algos) {
-          SparcollCollective collective(comm, flags.register_send, algo);
-          sparcoll::perf::SweepOptions sweep = flags.sweep;
-          sweep.blocks = {comm.options().block_elems};
+        auto describe = [&](sparcoll::Algorithm algo) {
           sparcoll::perf::SweepRun run;
           run.identity.system = "sparcoll";
           run.identity.algo = algo == sparcoll::Algorithm::from_options ? comm.options().algo
@@ -279,7 +286,23 @@ int main(int argc, char** argv) {
           run.default_block = comm.options().block_elems;
           run.out_of_place = flags.out_of_place;
           run.program = "sparcoll-perf";
-          wrong += sparcoll::perf::run_sweep(collective, sweep, run);
+          return run;
+        };
+        if (flags.call_by_call) {
+          std::vector<std::unique_ptr<SparcollCollective>> owned;
+          std::vector<sparcoll::perf::Collective*> collectives;
+          std::vector<sparcoll::perf::SweepRun> runs;
+          for (const sparcoll::Algorithm algo : parsed_algos) {
+            owned.push_back(std::make_unique<SparcollCollective>(comm, flags.register_send, algo));
+            collectives.push_back(owned.back().get());
+            runs.push_back(describe(algo));
+          }
+          wrong += sparcoll::perf::run_sweep(collectives, sweep, runs);
+          continue;
+        }
+        for (const sparcoll::Algorithm algo : parsed_algos) {
+          SparcollCollective collective(comm, flags.register_send, algo);
+          wrong += sparcoll::perf::run_sweep(collective, sweep, describe(algo));
         }
       }
     }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -170,9 +171,33 @@ void settle(Collective& c, std::uint64_t ms) {
   }
 }
 
+// One collective's measurement at the point being run.
+struct Contender {
+  Collective* collective = nullptr;
+  const SweepRun* run = nullptr;
+  std::uint64_t iteration = 0;  // which input (a trace's step) its next call gets
+  std::vector<double> warm, times;
+  int warmups = 0;
+  std::uint64_t sent = 0, received = 0, barrier_sent = 0, barrier_received = 0;
+  bool measured = true;
+  std::uint64_t wrong = 0;
+  std::string first_wrong;
+};
+
 }  // namespace
 
 std::uint64_t run_sweep(Collective& c, const SweepOptions& o, const SweepRun& run) {
+  Collective* const collectives[] = {&c};
+  return run_sweep(collectives, o, std::span<const SweepRun>(&run, 1));
+}
+
+std::uint64_t run_sweep(std::span<Collective* const> collectives, const SweepOptions& o, std::span<const SweepRun> runs) {
+  if (collectives.empty() || collectives.size() != runs.size())
+    throw std::invalid_argument("run_sweep: one run per collective, at least one");
+  // The helpers (barrier aside, which each collective times with its own) run on the first.
+  Collective& c = *collectives[0];
+  const SweepRun& run = runs[0];
+  const std::size_t contenders = collectives.size();
   const int rank = c.rank();
   const int nranks = c.size();
   const auto op = *parse_reduce_op(o.op);
@@ -257,127 +282,164 @@ std::uint64_t run_sweep(Collective& c, const SweepOptions& o, const SweepRun& ru
             work.assign(count * esize, std::byte{0});
             if (run.out_of_place) out.assign(count * esize, std::byte{0});
             void* recv = run.out_of_place ? out.data() : work.data();
-            c.prepare(work.data(), count, dtype, op);
 
-            std::uint64_t iteration = 0;
-            auto one = [&]() -> double {
-              load_input(in, rank, iteration++, &work);
-              c.barrier();
+            std::vector<Contender> measured(contenders);
+            for (std::size_t k = 0; k < contenders; ++k) {
+              measured[k].collective = collectives[k];
+              measured[k].run = &runs[k];
+              collectives[k]->prepare(work.data(), count, dtype, op);
+            }
+            const Contender* last_caller = nullptr;  // whose result the buffer holds
+            auto one = [&](Contender& m) -> double {
+              load_input(in, rank, m.iteration++, &work);
+              m.collective->barrier();
               const auto t0 = Clock::now();
               if (in.buckets.empty()) {
-                c.allreduce(work.data(), recv, count, dtype, op);
+                m.collective->allreduce(work.data(), recv, count, dtype, op);
               } else {
                 for (const auto& [first, n] : in.buckets)
-                  c.allreduce(work.data() + first * esize, static_cast<std::byte*>(recv) + first * esize, n, dtype, op);
+                  m.collective->allreduce(work.data() + first * esize, static_cast<std::byte*>(recv) + first * esize,
+                                          n, dtype, op);
               }
               const auto t1 = Clock::now();
+              last_caller = &m;
               return std::chrono::duration<double, std::micro>(t1 - t0).count();
             };
 
-            std::vector<double> warm;
+            // Several collectives take turns call by call, each round starting one further along,
+            // so that each meets the host's fast and slow moments and every neighbour alike.
+            std::vector<bool> warming(contenders, true);
             for (int w = 0; w < o.warmup; ++w) {
-              warm.push_back(one());
-              if (w == 0 && o.time_budget_s > 0 && o.warmup > 1) {
-                // One slow iteration is warm-up enough: skip the others when it already took a
-                // quarter of the budget (decided on the slowest rank's time, so by every rank alike).
-                double first_us = warm[0];
-                c.max_f64(&first_us, 1);
-                if (first_us > o.time_budget_s * 1e6 / 4) break;
+              for (std::size_t j = 0; j < contenders; ++j) {
+                const std::size_t k = (j + static_cast<std::size_t>(w)) % contenders;
+                Contender& m = measured[k];
+                if (!warming[k]) continue;
+                m.warm.push_back(one(m));
+                if (w == 0 && o.time_budget_s > 0 && o.warmup > 1) {
+                  // One slow iteration is warm-up enough: skip the others when it already took a
+                  // quarter of the budget (decided on the slowest rank's time, so by every rank alike).
+                  double first_us = m.warm[0];
+                  c.max_f64(&first_us, 1);
+                  if (first_us > o.time_budget_s * 1e6 / 4) warming[k] = false;
+                }
               }
             }
-            const int warmups = static_cast<int>(warm.size());
+            // Every collective runs the same number of timed calls: the budget per collective
+            // over the mean warm-up estimate.
             int iters = o.iters;
-            if (o.time_budget_s > 0 && !warm.empty()) {
-              c.max_f64(warm.data(), warm.size());  // the same estimate, hence the same count, on every rank
-              std::sort(warm.begin(), warm.end());
-              const double estimate_us = std::max(1.0, warm[warm.size() / 2]);
-              const double fit = std::ceil(o.time_budget_s * 1e6 / estimate_us);
+            if (o.time_budget_s > 0 && o.warmup > 0) {
+              double estimates_us = 0;
+              for (Contender& m : measured) {
+                m.warmups = static_cast<int>(m.warm.size());
+                c.max_f64(m.warm.data(), m.warm.size());  // the same estimate, hence the same count, on every rank
+                std::sort(m.warm.begin(), m.warm.end());
+                estimates_us += std::max(1.0, m.warm[m.warm.size() / 2]);
+              }
+              const double fit = std::ceil(o.time_budget_s * 1e6 * static_cast<double>(contenders) / estimates_us);
               iters = static_cast<int>(std::clamp(fit, static_cast<double>(o.min_iters), static_cast<double>(o.iters)));
+            } else {
+              for (Contender& m : measured) m.warmups = static_cast<int>(m.warm.size());
             }
 
-            std::vector<double> times(static_cast<std::size_t>(iters), 0.0);
-            std::uint64_t sent = 0, received = 0;
-            bool measured = true;
             // Each timed iteration starts with a barrier, whose messages the transport counters
             // see too: measure what barriers alone cost this rank and take it off. (A barrier's
             // last messages may be counted just after it returns; over several barriers, and
             // over the iterations, that shift cancels.)
             constexpr int kBarrierSamples = 4;
-            std::uint64_t barrier_sent = 0, barrier_received = 0;
-            {
+            for (Contender& m : measured) {
               std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
-              measured = c.traffic(&s0, &r0) && measured;
-              for (int b = 0; b < kBarrierSamples; ++b) c.barrier();
-              measured = c.traffic(&s1, &r1) && measured;
-              barrier_sent = (s1 - s0) / kBarrierSamples;
-              barrier_received = (r1 - r0) / kBarrierSamples;
+              m.measured = m.collective->traffic(&s0, &r0) && m.measured;
+              for (int b = 0; b < kBarrierSamples; ++b) m.collective->barrier();
+              m.measured = m.collective->traffic(&s1, &r1) && m.measured;
+              m.barrier_sent = (s1 - s0) / kBarrierSamples;
+              m.barrier_received = (r1 - r0) / kBarrierSamples;
+              m.times.assign(static_cast<std::size_t>(iters), 0.0);
             }
             // The estimate is from a few warm-up iterations and counts only the timed calls: when
             // the host gets busier (a loaded 2-core machine made a 6 s budget last 150 s) the
-            // run stops after twice the budget of wall time, decided on the slowest rank's
-            // clock every 32 iterations so that every rank stops at the same one.
+            // run stops after twice the budget of wall time per collective, decided on the
+            // slowest rank's clock every 32 iterations so that every rank stops at the same one.
             const auto started = Clock::now();
             for (int it = 0; it < iters; ++it) {
               if (o.time_budget_s > 0 && it >= o.min_iters && it % 32 == 0) {
                 double elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
                 c.max_f64(&elapsed_s, 1);
-                if (elapsed_s > 2 * o.time_budget_s) {
+                if (elapsed_s > 2 * o.time_budget_s * static_cast<double>(contenders)) {
                   iters = it;
-                  times.resize(static_cast<std::size_t>(iters));
+                  for (Contender& m : measured) m.times.resize(static_cast<std::size_t>(iters));
                   break;
                 }
               }
-              std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
-              measured = c.traffic(&s0, &r0) && measured;
-              times[static_cast<std::size_t>(it)] = one();
-              measured = c.traffic(&s1, &r1) && measured;
-              sent += (s1 - s0) - std::min(s1 - s0, barrier_sent);
-              received += (r1 - r0) - std::min(r1 - r0, barrier_received);
+              for (std::size_t j = 0; j < contenders; ++j) {
+                Contender& m = measured[(j + static_cast<std::size_t>(it)) % contenders];
+                std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+                m.measured = m.collective->traffic(&s0, &r0) && m.measured;
+                m.times[static_cast<std::size_t>(it)] = one(m);
+                m.measured = m.collective->traffic(&s1, &r1) && m.measured;
+                m.sent += (s1 - s0) - std::min(s1 - s0, m.barrier_sent);
+                m.received += (r1 - r0) - std::min(r1 - r0, m.barrier_received);
+              }
             }
-            c.max_f64(times.data(), times.size());  // the slowest rank defines each iteration's time
+            for (Contender& m : measured) c.max_f64(m.times.data(), m.times.size());  // the slowest rank's time
 
-            std::string first;
+            // The last result of each collective, checked element by element: the buffer holds
+            // the last caller's; every other collective makes one more (untimed) call for its check.
             const std::vector<std::byte>& got = run.out_of_place ? out : work;
-            const std::uint64_t wrong = c.computes_allreduce() ? check(in, c, op, iteration - 1, got, &first) : 0;
-            if (wrong != 0)
-              std::fprintf(stderr, "%s: rank %d: %s %s, %llu elements, density %g: %llu wrong elements, first %s\n",
-                           run.program, rank, in.pattern_label.c_str(), dtype_name.c_str(),
-                           static_cast<unsigned long long>(count), density, static_cast<unsigned long long>(wrong),
-                           first.c_str());
-            std::uint64_t totals[3] = {sent, received, wrong};
-            c.sum_u64(totals, 3);
-            wrong_total += totals[2];
-
-            if (rank != 0) continue;
-            ResultRow row = run.identity;
-            row.ranks = nranks;
-            row.elements = count;
-            row.dtype = dtype_name;
-            row.op = o.op;
-            row.density = density;
-            row.pattern = in.pattern_label;
-            row.block = block;
-            row.iters = iters;
-            if (const std::string ran = c.ran_algorithm(); !ran.empty() && ran != row.algo) row.algo += ":" + ran;
-            row.warmup = warmups;
-            row.wrong = totals[2];
-            row.host = host_name();
-            row.commit = build_commit();
-            if (measured) {
-              row.bytes_source = "measured";
-              row.sent_bytes_per_rank = static_cast<double>(totals[0]) / nranks / iters;
-              row.recv_bytes_per_rank = static_cast<double>(totals[1]) / nranks / iters;
-            } else {
-              row.bytes_source = "model";
-              c.model_traffic(count * esize, &row.sent_bytes_per_rank, &row.recv_bytes_per_rank);
+            auto check_last = [&](Contender& m) {
+              if (m.collective->computes_allreduce())
+                m.wrong = check(in, *m.collective, op, m.iteration - 1, got, &m.first_wrong);
+            };
+            const Contender* const holder = last_caller;
+            for (Contender& m : measured)
+              if (&m == holder) check_last(m);
+            for (Contender& m : measured) {
+              if (&m == holder) continue;
+              one(m);
+              check_last(m);
             }
-            row.wire_bytes_per_rank = row.sent_bytes_per_rank + row.recv_bytes_per_rank;
-            summarize(times, count * esize, &row);
-            apply_speedup(peers, &row);
-            std::printf("%s\n", table_row(row).c_str());
-            std::fflush(stdout);
-            if (!o.json.empty()) write_or_throw(append_json(o.json, row, &error), error);
-            if (!o.csv.empty()) write_or_throw(append_csv(o.csv, row, &error), error);
+
+            for (Contender& m : measured) {
+              if (m.wrong != 0)
+                std::fprintf(stderr, "%s: rank %d: %s %s, %llu elements, density %g: %llu wrong elements, first %s\n",
+                             m.run->program, rank, in.pattern_label.c_str(), dtype_name.c_str(),
+                             static_cast<unsigned long long>(count), density, static_cast<unsigned long long>(m.wrong),
+                             m.first_wrong.c_str());
+              std::uint64_t totals[3] = {m.sent, m.received, m.wrong};
+              c.sum_u64(totals, 3);
+              wrong_total += totals[2];
+
+              if (rank != 0) continue;
+              ResultRow row = m.run->identity;
+              row.ranks = nranks;
+              row.elements = count;
+              row.dtype = dtype_name;
+              row.op = o.op;
+              row.density = density;
+              row.pattern = in.pattern_label;
+              row.block = block;
+              row.iters = iters;
+              if (const std::string ran = m.collective->ran_algorithm(); !ran.empty() && ran != row.algo)
+                row.algo += ":" + ran;
+              row.warmup = m.warmups;
+              row.wrong = totals[2];
+              row.host = host_name();
+              row.commit = build_commit();
+              if (m.measured) {
+                row.bytes_source = "measured";
+                row.sent_bytes_per_rank = iters > 0 ? static_cast<double>(totals[0]) / nranks / iters : 0;
+                row.recv_bytes_per_rank = iters > 0 ? static_cast<double>(totals[1]) / nranks / iters : 0;
+              } else {
+                row.bytes_source = "model";
+                m.collective->model_traffic(count * esize, &row.sent_bytes_per_rank, &row.recv_bytes_per_rank);
+              }
+              row.wire_bytes_per_rank = row.sent_bytes_per_rank + row.recv_bytes_per_rank;
+              summarize(m.times, count * esize, &row);
+              apply_speedup(peers, &row);
+              std::printf("%s\n", table_row(row).c_str());
+              std::fflush(stdout);
+              if (!o.json.empty()) write_or_throw(append_json(o.json, row, &error), error);
+              if (!o.csv.empty()) write_or_throw(append_csv(o.csv, row, &error), error);
+            }
           }
         }
       }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "report.hpp"
@@ -59,5 +60,13 @@ bool trace_supported();
 // correct). Throws std::runtime_error for bad input found at run time (a trace file that does
 // not load, an output file that cannot be written), whatever the collective throws otherwise.
 std::uint64_t run_sweep(Collective& collective, const SweepOptions& options, const SweepRun& run);
+
+// The same with several collectives (one run each) measured call by call: at every point they
+// take turns, one call each per iteration, the order rotating, all with the same number of timed
+// calls (a time budget is per collective); one row each. For comparing algorithms on a host
+// whose speed drifts: back to back, each algorithm's calls in a block of their own meet
+// different moments of the host. The header printed is the first run's.
+std::uint64_t run_sweep(std::span<Collective* const> collectives, const SweepOptions& options,
+                        std::span<const SweepRun> runs);
 
 }  // namespace sparcoll::perf

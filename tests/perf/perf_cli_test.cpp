@@ -45,6 +45,8 @@ TEST(PerfCli, SparcollPerfRejectsBadFlags) {
                       {{"--elements", "10", "-b", "4K"}, "use one of them"},
                       {{"--transport"}, "missing value"},
                       {{"--register", "--out-of-place"}, "--register"},
+                      {{"--call-by-call", "--read-floor"}, "--read-floor runs none"},
+                      {{"--call-by-call", "--register", "--algo", "ring,hybrid"}, "one --algo"},
                       {{"--pattern", "trace:x", "--dtype", "f16"}, "--dtype f32"}});
 }
 

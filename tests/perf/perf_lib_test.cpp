@@ -1,5 +1,6 @@
 // The perf suite's library: sweep flags (sizes, lists, impossible combinations), the workload
-// reference against a plain dense sum, and the JSON lines / speed-up plumbing.
+// reference against a plain dense sum, the JSON lines / speed-up plumbing, and the measurement
+// loop taking turns between several collectives.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -186,6 +187,58 @@ TEST(PerfReport, JsonLinesRoundTripAndSpeedUp) {
 
 TEST(PerfReport, BuildCommitIsKnownOrUnknown) {
   EXPECT_GT(std::strlen(sparcoll::perf::build_commit()), 0u);
+}
+
+// One rank's allreduce (the result is the input), counting its calls into a shared log; `skew`
+// adds to every result element, so that its result is wrong.
+class OneRank final : public sparcoll::perf::Collective {
+ public:
+  OneRank(char name, std::string* calls, float skew = 0) : name_(name), calls_(calls), skew_(skew) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void barrier() override {}
+  void allreduce(const void* send, void* recv, std::size_t count, sparcoll::DataType dtype, sparcoll::ReduceOp) override {
+    ASSERT_EQ(dtype, sparcoll::DataType::f32);
+    auto* out = static_cast<float*>(recv);
+    std::memmove(out, send, count * sizeof(float));
+    for (std::size_t i = 0; i < count; ++i) out[i] += skew_;
+    calls_->push_back(name_);
+  }
+  void max_f64(double*, std::size_t) override {}
+  void sum_u64(std::uint64_t*, std::size_t) override {}
+
+ private:
+  char name_;
+  std::string* calls_;
+  float skew_;
+};
+
+// Call by call: every collective gets the same number of calls, in turns whose order rotates;
+// each one's last result is checked (the one whose result the buffer does not hold makes one
+// more call for it), and a wrong collective is counted wrong alone.
+TEST(PerfSweep, SeveralCollectivesTakeTurnsCallByCallAndEachIsChecked) {
+  SweepOptions o;
+  ASSERT_EQ(sweep({"--elements", "1000", "--density", "0.5", "--iters", "3", "--warmup", "1", "--no-header"}, &o), "");
+  std::string calls;
+  OneRank a('a', &calls), b('b', &calls), wrong('w', &calls, 1.0f);
+  sparcoll::perf::Collective* const collectives[] = {&a, &b, &wrong};
+  std::vector<sparcoll::perf::SweepRun> runs(3);
+  runs[0].identity.algo = "a";
+  runs[1].identity.algo = "b";
+  runs[2].identity.algo = "wrong";
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  const std::uint64_t wrong_elements = sparcoll::perf::run_sweep(collectives, o, runs);
+  const std::string out = testing::internal::GetCapturedStdout();
+  const std::string err = testing::internal::GetCapturedStderr();
+  // Warm-up "abw", timed "abw" "bwa" "wab", then the checks: the buffer holds b's, so a and w
+  // each make one more call.
+  EXPECT_EQ(calls, "abw" "abw" "bwa" "wab" "aw");
+  EXPECT_GT(wrong_elements, 0u);
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;  // one collective's wrong result reported
+  std::size_t rows = 0;
+  for (std::size_t at = out.find("sparcoll "); at != std::string::npos; at = out.find("sparcoll ", at + 1)) ++rows;
+  EXPECT_EQ(rows, 3u) << out;
 }
 
 }  // namespace
