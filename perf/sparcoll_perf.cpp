@@ -37,7 +37,7 @@ struct Flags {
                "                        ssar_split_allgather, dsar_split_allgather, recursive_doubling, direct,\n"
                "                        hybrid, block_recursive_doubling (default: SPARCOLL_ALGO, itself auto)\n"
                "  --call-by-call        with several --algo: at every point they take turns, one call each\n"
-               "                        (the order rotating), instead of each running the whole sweep in turn\n"
+               "                        (in an order drawn anew), instead of each running the whole sweep in turn\n"
                "  --out-of-place        separate receive buffer   --register: register the send buffer (zero-copy)\n"
                "  --read-floor          time each rank reading its tensor once instead (all ranks at once):\n"
                "                        the floor under any allreduce that must look at every element (system 'floor')\n"

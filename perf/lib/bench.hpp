@@ -62,10 +62,10 @@ bool trace_supported();
 std::uint64_t run_sweep(Collective& collective, const SweepOptions& options, const SweepRun& run);
 
 // The same with several collectives (one run each) measured call by call: at every point they
-// take turns, one call each per iteration, the order rotating, all with the same number of timed
-// calls (a time budget is per collective); one row each. For comparing algorithms on a host
-// whose speed drifts: back to back, each algorithm's calls in a block of their own meet
-// different moments of the host. The header printed is the first run's.
+// take turns, one call each per iteration in an order drawn anew every time (the same on every
+// rank), all with the same number of timed calls (a time budget is per collective); one row
+// each. For comparing algorithms on a host whose speed drifts: run one after the other, each
+// algorithm's calls meet different moments of the host. The header printed is the first run's.
 std::uint64_t run_sweep(std::span<Collective* const> collectives, const SweepOptions& options,
                         std::span<const SweepRun> runs);
 

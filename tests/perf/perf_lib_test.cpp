@@ -213,9 +213,9 @@ class OneRank final : public sparcoll::perf::Collective {
   float skew_;
 };
 
-// Call by call: every collective gets the same number of calls, in turns whose order rotates;
-// each one's last result is checked (the one whose result the buffer does not hold makes one
-// more call for it), and a wrong collective is counted wrong alone.
+// Call by call: every collective gets the same number of calls, one each per turn; each one's last
+// result is checked (those whose result the buffer does not hold make one more call for it), and
+// a wrong collective is counted wrong alone.
 TEST(PerfSweep, SeveralCollectivesTakeTurnsCallByCallAndEachIsChecked) {
   SweepOptions o;
   ASSERT_EQ(sweep({"--elements", "1000", "--density", "0.5", "--iters", "3", "--warmup", "1", "--no-header"}, &o), "");
@@ -231,9 +231,17 @@ TEST(PerfSweep, SeveralCollectivesTakeTurnsCallByCallAndEachIsChecked) {
   const std::uint64_t wrong_elements = sparcoll::perf::run_sweep(collectives, o, runs);
   const std::string out = testing::internal::GetCapturedStdout();
   const std::string err = testing::internal::GetCapturedStderr();
-  // Warm-up "abw", timed "abw" "bwa" "wab", then the checks: the buffer holds b's, so a and w
-  // each make one more call.
-  EXPECT_EQ(calls, "abw" "abw" "bwa" "wab" "aw");
+  // One warm-up and three timed turns, each a permutation of "abw"; then the two collectives
+  // whose result the buffer does not hold call once more each.
+  ASSERT_EQ(calls.size(), 4 * 3 + 2u) << calls;
+  for (std::size_t turn = 0; turn < 4; ++turn) {
+    std::string t = calls.substr(3 * turn, 3);
+    std::sort(t.begin(), t.end());
+    EXPECT_EQ(t, "abw") << calls;
+  }
+  const char holder = calls[11];
+  EXPECT_EQ(calls.find(holder, 12), std::string::npos) << calls;
+  EXPECT_NE(calls[12], calls[13]) << calls;
   EXPECT_GT(wrong_elements, 0u);
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;  // one collective's wrong result reported
   std::size_t rows = 0;
