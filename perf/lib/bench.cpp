@@ -204,6 +204,197 @@ struct Contender {
   std::string first_wrong;
 };
 
+#if SPARCOLL_PERF_TRACE
+using TraceCache = std::map<std::string, std::unique_ptr<GradientTrace>>;
+
+// Points `in` at the trace of `pattern` (loaded once per file): a trace gives its own size and
+// density, so one point per trace; with --bucket-mb its step is sent as DDP's buckets.
+void use_trace(const std::string& pattern, const SweepOptions& o, int rank, int nranks, std::uint32_t block,
+               TraceCache* traces, Input* in, std::vector<double>* densities, std::vector<std::uint64_t>* sizes) {
+  auto& slot = (*traces)[trace_path(pattern)];
+  if (!slot) {
+    slot = std::make_unique<GradientTrace>();
+    std::string error;
+    if (!load_trace(trace_path(pattern), slot.get(), &error)) throw std::runtime_error(error);
+    if (slot->workers == 0 || slot->steps == 0) throw std::runtime_error(trace_path(pattern) + ": empty trace");
+  }
+  in->trace = slot.get();
+  *densities = {rank == 0 ? trace_density(*in->trace, nranks, block) : 0.0};
+  *sizes = {in->trace->elements};
+  in->pattern_label = "trace:" + base_name(trace_path(pattern));
+  in->buckets.clear();
+  if (o.bucket_mb == 0) return;
+  // DDP fills a bucket with consecutive parameters until it holds bucket_cap_mb.
+  const std::size_t cap = o.bucket_mb * (std::size_t{1} << 20) / 4;
+  std::size_t first = 0, filled = 0;
+  for (const TraceParameter& p : in->trace->parameters) {
+    filled += p.count;
+    if (filled >= cap) {
+      in->buckets.emplace_back(first, p.offset + p.count - first);
+      first = p.offset + p.count;
+      filled = 0;
+    }
+  }
+  if (first < in->trace->elements || in->buckets.empty()) in->buckets.emplace_back(first, in->trace->elements - first);
+  in->pattern_label += "/b" + std::to_string(o.bucket_mb);
+}
+#endif
+
+// One point of the sweep measured on every contender: the warm-up, the timed calls (several
+// collectives take turns call by call, in an order drawn anew every time, so that each meets the
+// host's fast and slow moments and every neighbour alike), and each one's last result checked.
+class PointMeasurement {
+ public:
+  PointMeasurement(std::vector<Contender>* measured, Collective* helpers, Input* in, const SweepOptions& o,
+                   std::size_t count, DataType dtype, ReduceOp op, std::vector<std::byte>* work, void* recv,
+                   const std::vector<std::byte>* result)
+      : measured_(*measured), c_(*helpers), in_(*in), o_(o), count_(count), dtype_(dtype), op_(op), work_(*work),
+        recv_(recv), result_(*result) {}
+
+  // Returns the number of timed calls each contender made.
+  int run() {
+    warm_up();
+    int iters = fit_iterations();
+    sample_barriers(iters);
+    iters = time_calls(iters);
+    for (Contender& m : measured_) c_.max_f64(m.times.data(), m.times.size());  // the slowest rank's time
+    check_results();
+    return iters;
+  }
+
+ private:
+  double call(Contender& m) {
+    const std::size_t esize = dtype_size(dtype_);
+    load_input(in_, c_.rank(), m.iteration++, &work_);
+    m.collective->barrier();
+    const auto t0 = Clock::now();
+    if (in_.buckets.empty()) {
+      m.collective->allreduce(work_.data(), recv_, count_, dtype_, op_);
+    } else {
+      for (const auto& [first, n] : in_.buckets)
+        m.collective->allreduce(work_.data() + first * esize, static_cast<std::byte*>(recv_) + first * esize, n,
+                                dtype_, op_);
+    }
+    const auto t1 = Clock::now();
+    last_caller_ = &m;
+    return std::chrono::duration<double, std::micro>(t1 - t0).count();
+  }
+
+  const std::vector<std::size_t>& next_turn() {
+    turn_order(measured_.size(), o_.seed, turn_++, &order_);
+    return order_;
+  }
+
+  void warm_up() {
+    std::vector<bool> warming(measured_.size(), true);
+    for (int w = 0; w < o_.warmup; ++w) {
+      for (const std::size_t k : next_turn()) {
+        Contender& m = measured_[k];
+        if (!warming[k]) continue;
+        m.warm.push_back(call(m));
+        if (w == 0 && o_.time_budget_s > 0 && o_.warmup > 1) {
+          // One slow iteration is warm-up enough: skip the others when it already took a
+          // quarter of the budget (decided on the slowest rank's time, so by every rank alike).
+          double first_us = m.warm[0];
+          c_.max_f64(&first_us, 1);
+          if (first_us > o_.time_budget_s * 1e6 / 4) warming[k] = false;
+        }
+      }
+    }
+    for (Contender& m : measured_) m.warmups = static_cast<int>(m.warm.size());
+  }
+
+  // Every contender makes the same number of timed calls: the budget per contender over the
+  // mean warm-up estimate.
+  int fit_iterations() {
+    if (o_.time_budget_s <= 0 || o_.warmup == 0) return o_.iters;
+    double estimates_us = 0;
+    for (Contender& m : measured_) {
+      c_.max_f64(m.warm.data(), m.warm.size());  // the same estimate, hence the same count, on every rank
+      std::sort(m.warm.begin(), m.warm.end());
+      estimates_us += std::max(1.0, m.warm[m.warm.size() / 2]);
+    }
+    const double fit = std::ceil(o_.time_budget_s * 1e6 * static_cast<double>(measured_.size()) / estimates_us);
+    return static_cast<int>(std::clamp(fit, static_cast<double>(o_.min_iters), static_cast<double>(o_.iters)));
+  }
+
+  // Each timed iteration starts with a barrier, whose messages the transport counters see too:
+  // measure what barriers alone cost this rank and take it off. (A barrier's last messages may be
+  // counted just after it returns; over several barriers, and over the iterations, that shift
+  // cancels.)
+  void sample_barriers(int iters) {
+    constexpr int kBarrierSamples = 4;
+    for (Contender& m : measured_) {
+      std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+      m.measured = m.collective->traffic(&s0, &r0) && m.measured;
+      for (int b = 0; b < kBarrierSamples; ++b) m.collective->barrier();
+      m.measured = m.collective->traffic(&s1, &r1) && m.measured;
+      m.barrier_sent = (s1 - s0) / kBarrierSamples;
+      m.barrier_received = (r1 - r0) / kBarrierSamples;
+      m.times.assign(static_cast<std::size_t>(iters), 0.0);
+    }
+  }
+
+  // The estimate is from a few warm-up iterations and counts only the timed calls: when the host
+  // gets busier (a loaded 2-core machine made a 6 s budget last 150 s) the run stops after twice
+  // the budget of wall time per contender, decided on the slowest rank's clock every 32
+  // iterations so that every rank stops at the same one. Returns the calls each made.
+  int time_calls(int iters) {
+    const auto started = Clock::now();
+    for (int it = 0; it < iters; ++it) {
+      if (o_.time_budget_s > 0 && it >= o_.min_iters && it % 32 == 0) {
+        double elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
+        c_.max_f64(&elapsed_s, 1);
+        if (elapsed_s > 2 * o_.time_budget_s * static_cast<double>(measured_.size())) {
+          for (Contender& m : measured_) m.times.resize(static_cast<std::size_t>(it));
+          return it;
+        }
+      }
+      for (const std::size_t k : next_turn()) {
+        Contender& m = measured_[k];
+        std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
+        m.measured = m.collective->traffic(&s0, &r0) && m.measured;
+        m.times[static_cast<std::size_t>(it)] = call(m);
+        m.measured = m.collective->traffic(&s1, &r1) && m.measured;
+        m.sent += (s1 - s0) - std::min(s1 - s0, m.barrier_sent);
+        m.received += (r1 - r0) - std::min(r1 - r0, m.barrier_received);
+      }
+    }
+    return iters;
+  }
+
+  // Each contender's last result, element by element: the buffer holds the last caller's; every
+  // other contender makes one more (untimed) call for its check.
+  void check_results() {
+    auto check_last = [&](Contender& m) {
+      if (m.collective->computes_allreduce())
+        m.wrong = check(in_, *m.collective, op_, m.iteration - 1, result_, &m.first_wrong);
+    };
+    const Contender* const holder = last_caller_;
+    for (Contender& m : measured_)
+      if (&m == holder) check_last(m);
+    for (Contender& m : measured_) {
+      if (&m == holder) continue;
+      call(m);
+      check_last(m);
+    }
+  }
+
+  std::vector<Contender>& measured_;
+  Collective& c_;  // the untimed helpers run on it
+  Input& in_;
+  const SweepOptions& o_;
+  std::size_t count_;
+  DataType dtype_;
+  ReduceOp op_;
+  std::vector<std::byte>& work_;
+  void* recv_;
+  const std::vector<std::byte>& result_;  // where recv_ points: the work buffer, or the out-of-place one
+  const Contender* last_caller_ = nullptr;  // whose result the buffer holds
+  std::vector<std::size_t> order_;
+  std::uint64_t turn_ = 0;
+};
+
 }  // namespace
 
 std::uint64_t run_sweep(Collective& c, const SweepOptions& o, const SweepRun& run) {
@@ -217,7 +408,6 @@ std::uint64_t run_sweep(std::span<Collective* const> collectives, const SweepOpt
   // The helpers (barrier aside, which each collective times with its own) run on the first.
   Collective& c = *collectives[0];
   const SweepRun& run = runs[0];
-  const std::size_t contenders = collectives.size();
   const int rank = c.rank();
   const int nranks = c.size();
   const auto op = *parse_reduce_op(o.op);
@@ -234,7 +424,7 @@ std::uint64_t run_sweep(std::span<Collective* const> collectives, const SweepOpt
   }
 
 #if SPARCOLL_PERF_TRACE
-  std::map<std::string, std::unique_ptr<GradientTrace>> traces;
+  TraceCache traces;
 #endif
 
   settle(c, o.settle_ms);
@@ -248,40 +438,13 @@ std::uint64_t run_sweep(std::span<Collective* const> collectives, const SweepOpt
       for (const std::string& dtype_name : o.dtypes) {
         const DataType dtype = *parse_dtype(dtype_name);
         const std::size_t esize = dtype_size(dtype);
-        // A trace gives its own size and density: one point per trace.
         std::vector<double> densities = o.densities;
         std::vector<std::uint64_t> sizes = sweep_elements(o, dtype_name);
         Input in;
         in.pattern_label = pattern;
         if (is_trace_pattern(pattern)) {
 #if SPARCOLL_PERF_TRACE
-          auto& slot = traces[trace_path(pattern)];
-          if (!slot) {
-            slot = std::make_unique<GradientTrace>();
-            if (!load_trace(trace_path(pattern), slot.get(), &error)) throw std::runtime_error(error);
-            if (slot->workers == 0 || slot->steps == 0) throw std::runtime_error(trace_path(pattern) + ": empty trace");
-          }
-          in.trace = slot.get();
-          densities = {rank == 0 ? trace_density(*in.trace, nranks, block) : 0.0};
-          sizes = {in.trace->elements};
-          in.pattern_label = "trace:" + base_name(trace_path(pattern));
-          in.buckets.clear();
-          if (o.bucket_mb > 0) {
-            // DDP fills a bucket with consecutive parameters until it holds bucket_cap_mb.
-            const std::size_t cap = o.bucket_mb * (std::size_t{1} << 20) / 4;
-            std::size_t first = 0, filled = 0;
-            for (const TraceParameter& p : in.trace->parameters) {
-              filled += p.count;
-              if (filled >= cap) {
-                in.buckets.emplace_back(first, p.offset + p.count - first);
-                first = p.offset + p.count;
-                filled = 0;
-              }
-            }
-            if (first < in.trace->elements || in.buckets.empty())
-              in.buckets.emplace_back(first, in.trace->elements - first);
-            in.pattern_label += "/b" + std::to_string(o.bucket_mb);
-          }
+          use_trace(pattern, o, rank, nranks, block, &traces, &in, &densities, &sizes);
 #else
           throw std::runtime_error("--pattern " + pattern +
                                    ": this build has no gradient trace support (perf/lib/trace.hpp was missing)");
@@ -303,123 +466,15 @@ std::uint64_t run_sweep(std::span<Collective* const> collectives, const SweepOpt
             if (run.out_of_place) out.assign(count * esize, std::byte{0});
             void* recv = run.out_of_place ? out.data() : work.data();
 
-            std::vector<Contender> measured(contenders);
-            for (std::size_t k = 0; k < contenders; ++k) {
+            std::vector<Contender> measured(collectives.size());
+            for (std::size_t k = 0; k < collectives.size(); ++k) {
               measured[k].collective = collectives[k];
               measured[k].run = &runs[k];
               collectives[k]->prepare(work.data(), count, dtype, op);
             }
-            const Contender* last_caller = nullptr;  // whose result the buffer holds
-            auto one = [&](Contender& m) -> double {
-              load_input(in, rank, m.iteration++, &work);
-              m.collective->barrier();
-              const auto t0 = Clock::now();
-              if (in.buckets.empty()) {
-                m.collective->allreduce(work.data(), recv, count, dtype, op);
-              } else {
-                for (const auto& [first, n] : in.buckets)
-                  m.collective->allreduce(work.data() + first * esize, static_cast<std::byte*>(recv) + first * esize,
-                                          n, dtype, op);
-              }
-              const auto t1 = Clock::now();
-              last_caller = &m;
-              return std::chrono::duration<double, std::micro>(t1 - t0).count();
-            };
-
-            // Several collectives take turns call by call, in an order drawn anew every time, so
-            // that each meets the host's fast and slow moments and every neighbour alike.
-            std::vector<std::size_t> order;
-            std::uint64_t turn = 0;
-            std::vector<bool> warming(contenders, true);
-            for (int w = 0; w < o.warmup; ++w) {
-              turn_order(contenders, o.seed, turn++, &order);
-              for (const std::size_t k : order) {
-                Contender& m = measured[k];
-                if (!warming[k]) continue;
-                m.warm.push_back(one(m));
-                if (w == 0 && o.time_budget_s > 0 && o.warmup > 1) {
-                  // One slow iteration is warm-up enough: skip the others when it already took a
-                  // quarter of the budget (decided on the slowest rank's time, so by every rank alike).
-                  double first_us = m.warm[0];
-                  c.max_f64(&first_us, 1);
-                  if (first_us > o.time_budget_s * 1e6 / 4) warming[k] = false;
-                }
-              }
-            }
-            // Every collective runs the same number of timed calls: the budget per collective
-            // over the mean warm-up estimate.
-            int iters = o.iters;
-            if (o.time_budget_s > 0 && o.warmup > 0) {
-              double estimates_us = 0;
-              for (Contender& m : measured) {
-                m.warmups = static_cast<int>(m.warm.size());
-                c.max_f64(m.warm.data(), m.warm.size());  // the same estimate, hence the same count, on every rank
-                std::sort(m.warm.begin(), m.warm.end());
-                estimates_us += std::max(1.0, m.warm[m.warm.size() / 2]);
-              }
-              const double fit = std::ceil(o.time_budget_s * 1e6 * static_cast<double>(contenders) / estimates_us);
-              iters = static_cast<int>(std::clamp(fit, static_cast<double>(o.min_iters), static_cast<double>(o.iters)));
-            } else {
-              for (Contender& m : measured) m.warmups = static_cast<int>(m.warm.size());
-            }
-
-            // Each timed iteration starts with a barrier, whose messages the transport counters
-            // see too: measure what barriers alone cost this rank and take it off. (A barrier's
-            // last messages may be counted just after it returns; over several barriers, and
-            // over the iterations, that shift cancels.)
-            constexpr int kBarrierSamples = 4;
-            for (Contender& m : measured) {
-              std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
-              m.measured = m.collective->traffic(&s0, &r0) && m.measured;
-              for (int b = 0; b < kBarrierSamples; ++b) m.collective->barrier();
-              m.measured = m.collective->traffic(&s1, &r1) && m.measured;
-              m.barrier_sent = (s1 - s0) / kBarrierSamples;
-              m.barrier_received = (r1 - r0) / kBarrierSamples;
-              m.times.assign(static_cast<std::size_t>(iters), 0.0);
-            }
-            // The estimate is from a few warm-up iterations and counts only the timed calls: when
-            // the host gets busier (a loaded 2-core machine made a 6 s budget last 150 s) the
-            // run stops after twice the budget of wall time per collective, decided on the
-            // slowest rank's clock every 32 iterations so that every rank stops at the same one.
-            const auto started = Clock::now();
-            for (int it = 0; it < iters; ++it) {
-              if (o.time_budget_s > 0 && it >= o.min_iters && it % 32 == 0) {
-                double elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
-                c.max_f64(&elapsed_s, 1);
-                if (elapsed_s > 2 * o.time_budget_s * static_cast<double>(contenders)) {
-                  iters = it;
-                  for (Contender& m : measured) m.times.resize(static_cast<std::size_t>(iters));
-                  break;
-                }
-              }
-              turn_order(contenders, o.seed, turn++, &order);
-              for (const std::size_t k : order) {
-                Contender& m = measured[k];
-                std::uint64_t s0 = 0, r0 = 0, s1 = 0, r1 = 0;
-                m.measured = m.collective->traffic(&s0, &r0) && m.measured;
-                m.times[static_cast<std::size_t>(it)] = one(m);
-                m.measured = m.collective->traffic(&s1, &r1) && m.measured;
-                m.sent += (s1 - s0) - std::min(s1 - s0, m.barrier_sent);
-                m.received += (r1 - r0) - std::min(r1 - r0, m.barrier_received);
-              }
-            }
-            for (Contender& m : measured) c.max_f64(m.times.data(), m.times.size());  // the slowest rank's time
-
-            // The last result of each collective, checked element by element: the buffer holds
-            // the last caller's; every other collective makes one more (untimed) call for its check.
-            const std::vector<std::byte>& got = run.out_of_place ? out : work;
-            auto check_last = [&](Contender& m) {
-              if (m.collective->computes_allreduce())
-                m.wrong = check(in, *m.collective, op, m.iteration - 1, got, &m.first_wrong);
-            };
-            const Contender* const holder = last_caller;
-            for (Contender& m : measured)
-              if (&m == holder) check_last(m);
-            for (Contender& m : measured) {
-              if (&m == holder) continue;
-              one(m);
-              check_last(m);
-            }
+            const int iters =
+                PointMeasurement(&measured, &c, &in, o, count, dtype, op, &work, recv, run.out_of_place ? &out : &work)
+                    .run();
 
             for (Contender& m : measured) {
               if (m.wrong != 0)
