@@ -181,14 +181,8 @@ void settle(Collective& c, std::uint64_t ms) {
 void turn_order(std::size_t n, std::uint64_t seed, std::uint64_t turn, std::vector<std::size_t>* order) {
   order->resize(n);
   for (std::size_t i = 0; i < n; ++i) (*order)[i] = i;
-  std::uint64_t state = seed * 0x9e3779b97f4a7c15ull + turn;
-  auto next = [&state]() {  // splitmix64
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  };
-  for (std::size_t i = n; i > 1; --i) std::swap((*order)[i - 1], (*order)[next() % i]);  // Fisher-Yates
+  const std::uint64_t key = mix(seed, turn);
+  for (std::size_t i = n; i > 1; --i) std::swap((*order)[i - 1], (*order)[mix(key, i) % i]);  // Fisher-Yates
 }
 
 // One collective's measurement at the point being run.

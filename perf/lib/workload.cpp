@@ -29,13 +29,6 @@ std::uint16_t float_to_bf16(float f) {
   return static_cast<std::uint16_t>(u >> 16);
 }
 
-std::uint64_t mix(std::uint64_t seed, std::uint64_t salt) {
-  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (salt + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // The non-zero blocks of `rank` under the spec's pattern.
 std::vector<std::uint64_t> chosen_blocks(const WorkloadSpec& spec, int rank) {
   const std::uint64_t nblocks = (spec.count + spec.block_elems - 1) / spec.block_elems;
@@ -110,6 +103,13 @@ const T* as(const std::vector<std::byte>& v) {
 }
 
 }  // namespace
+
+std::uint64_t mix(std::uint64_t seed, std::uint64_t salt) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (salt + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 
 bool parse_pattern(const std::string& name, Pattern* out) {
   if (name == "random") *out = Pattern::random;

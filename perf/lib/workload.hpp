@@ -33,6 +33,10 @@ struct WorkloadSpec {
   int world_size = 1;
 };
 
+// SplitMix64's finalizer over (seed, salt): the suite's seeded draws (blocks, values, the order
+// of call-by-call turns), the same on every rank for the same arguments.
+std::uint64_t mix(std::uint64_t seed, std::uint64_t salt);
+
 // Fills `out` (count elements of spec.dtype, as bytes) with rank `rank`'s tensor.
 void generate(const WorkloadSpec& spec, int rank, std::vector<std::byte>* out);
 
