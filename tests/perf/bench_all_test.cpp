@@ -248,6 +248,93 @@ TEST(BenchAll, APickThatMissesTheBestIsMeasuredAgainAndNoiseIsToldFromAMiss) {
   std::filesystem::remove_all(out);
 }
 
+// A build tree for the never-slower repeat: sparcoll-perf takes 1 ms at 4 KiB dense over tcp
+// (0.1 ms elsewhere); the Gloo stand-in takes 0.5 ms on the close placement and 3 ms on the far
+// one; sparcoll-core-latency reports the far placement (400 ns) on the calls listed in `far` and
+// the close one (100 ns) on the others. bench-all's calls with --systems sparcoll,gloo --ranks 2:
+// 0-3 before the first run's programs (gloo ring and halving-doubling, sparcoll over shm and tcp),
+// then per round of the one point measured again (4 KiB dense over tcp, 0.50 in the first run):
+// before sparcoll's program, before Gloo's two, and after the round (4-7, 8-11, ...).
+std::string fake_placement_build(const std::string& dir, const std::string& far) {
+  std::filesystem::create_directories(dir + "/perf");
+  std::filesystem::create_directories(dir + "/src/tools");
+  {
+    std::ofstream f(dir + "/src/tools/sparcoll-run");
+    f << "#!/usr/bin/python3\nimport os, sys\nargs = sys.argv[1:]\nprog = args[args.index('--') + 1:]\n"
+         "if '--transport' in args:\n    os.environ['SPARCOLL_TRANSPORT'] = args[args.index('--transport') + 1]\n"
+         "os.execv(prog[0], prog)\n";
+  }
+  {
+    std::ofstream f(dir + "/perf/sparcoll-core-latency");
+    f << "#!/usr/bin/python3\nimport json, os, sys\nhere = os.path.dirname(os.path.abspath(sys.argv[0]))\n"
+         "calls = os.path.join(here, 'calls')\nn = int(open(calls).read()) if os.path.exists(calls) else 0\n"
+         "open(calls, 'w').write(str(n + 1))\nns = 400.0 if n in {" << far << "} else 100.0\n"
+         "open(os.path.join(here, 'placement'), 'w').write(str(ns))\nprint(json.dumps(dict(round_trip_ns=ns)))\n";
+  }
+  // The row of one system at every density asked for; `time` is a Python expression.
+  const auto perf_program = [&](const std::string& name, const std::string& system, const std::string& time) {
+    std::ofstream f(dir + "/perf/" + name);
+    f << "#!/usr/bin/python3\nimport json, os, sys\na = sys.argv[1:]\nopt = lambda k: a[a.index(k) + 1]\n"
+         "here = os.path.dirname(os.path.abspath(sys.argv[0]))\n"
+         "far = float(open(os.path.join(here, 'placement')).read()) > 250\n"
+         "transport = os.environ.get('SPARCOLL_TRANSPORT', 'tcp')\n"
+         "with open(opt('--json'), 'a') as out:\n"
+         "    for density in [float(d) for d in opt('--density').split(',')]:\n"
+         "        t = " << time << "\n"
+         "        out.write(json.dumps(dict(kind='row', system='" << system << "',\n"
+         "            algo=opt('--algo') if '--algo' in a else 'auto:hybrid', ranks=2, transport=transport,\n"
+         "            aggregators=0, elements=1024, bytes=4096, dtype='f32', op='sum', density=density,\n"
+         "            pattern='random', block=256, time_us_median=t, time_us_p99=t, algbw_GBps=1.0, busbw_GBps=1.0,\n"
+         "            sent_bytes_per_rank=4096, recv_bytes_per_rank=4096, wrong=0), separators=(',', ':')) + '\\n')\n";
+  };
+  perf_program("sparcoll-perf", "sparcoll", "1000.0 if transport == 'tcp' and density == 1.0 else 100.0");
+  perf_program("sparcoll-perf-gloo", "gloo", "3000.0 if far else 500.0");
+  for (const char* tool : {"/src/tools/sparcoll-run", "/perf/sparcoll-core-latency", "/perf/sparcoll-perf",
+                           "/perf/sparcoll-perf-gloo"})
+    std::filesystem::permissions(dir + tool, std::filesystem::perms::owner_all);
+  return dir;
+}
+
+// Runs bench-all's never-slower comparison on the stand-ins; returns the 4 KiB dense tcp point's
+// record in never-slower.jsonl.
+std::string never_slower_record_with_far_calls(const std::string& out, const std::string& far) {
+  const std::string build = fake_placement_build(out + "/build", far);
+  const LaunchResult r = run_program({source_path("scripts/bench-all"), "--quick", "--no-plots", "--no-dedicated",
+                                      "--systems", "sparcoll,gloo", "--ranks", "2", "--out", out + "/results",
+                                      "--build-dir", build},
+                                     {}, std::chrono::seconds(120));
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const std::string& line : lines_of(out + "/results/never-slower.jsonl"))
+    if (field(line, "transport") == "tcp" && field(line, "density") == "1.0") return line;
+  ADD_FAILURE() << "no never-slower record of 4 KiB dense over tcp";
+  return "";
+}
+
+TEST(BenchAll, ARepeatRoundDuringWhichTheHostMovedTheCpusIsMeasuredAgain) {
+  const std::string out = temp_dir();
+  ASSERT_FALSE(out.empty());
+  // The first round's Gloo programs run on the far placement (3 ms, a ratio of 3.00): that round
+  // is measured again, and the second, all on the close one (0.50), is the one kept.
+  std::string record = never_slower_record_with_far_calls(out + "/moved-once", "5, 6, 7");
+  EXPECT_EQ(field(record, "ratio"), "0.5") << record;
+  EXPECT_EQ(field(record, "ratio_again"), "0.5") << record;
+  EXPECT_EQ(field(record, "rounds_moved"), "1") << record;
+  EXPECT_EQ(field(record, "verdict"), "SLOWER") << record;
+  EXPECT_TRUE(has_line(lines_of(out + "/moved-once/results/summary.txt"), "      2 tcp ", "SLOWER (1 round(s) moved)"));
+  // Every round moved (at most twice the rounds are measured): they are kept, and the line says so.
+  record = never_slower_record_with_far_calls(out + "/moved-always", "5, 6, 7, 9, 10, 11");
+  EXPECT_EQ(field(record, "ratio_again"), "3.0") << record;
+  EXPECT_EQ(field(record, "rounds_moved"), "2") << record;
+  EXPECT_EQ(field(record, "verdict"), "noise") << record;
+  EXPECT_TRUE(has_line(lines_of(out + "/moved-always/results/summary.txt"), "      2 tcp ",
+                       "noise (2 round(s) moved, kept: every round moved)"));
+  // No move: the one round is kept as before.
+  record = never_slower_record_with_far_calls(out + "/still", "");
+  EXPECT_EQ(field(record, "ratio_again"), "0.5") << record;
+  EXPECT_EQ(field(record, "rounds_moved"), "0") << record;
+  std::filesystem::remove_all(out);
+}
+
 TEST(BenchAll, AFailingPeerIsReportedAndFailsTheRun) {
   const std::string out = temp_dir();
   ASSERT_FALSE(out.empty());
